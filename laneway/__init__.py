@@ -1,0 +1,68 @@
+"""laneway: parallel, ordered processing of messages from partitioned logs.
+
+Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`Consumer`,
+:class:`Message`, :class:`ConsumerStats`, and the errors in :mod:`laneway.errors`.
+
+Names are imported on first use, so a process-engine worker that only needs
+:mod:`laneway.message` does not load confluent-kafka or the control plane.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from laneway.consumer import Consumer
+    from laneway.errors import (
+        ConfigError,
+        HandlerImportError,
+        LanewayError,
+        LogFullError,
+        SourceError,
+        UnknownTopicError,
+    )
+    from laneway.message import Message
+    from laneway.sources.embedded import EmbeddedLog
+    from laneway.sources.kafka import KafkaSource
+    from laneway.stats import ConsumerStats
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ConfigError": "laneway.errors",
+    "Consumer": "laneway.consumer",
+    "ConsumerStats": "laneway.stats",
+    "EmbeddedLog": "laneway.sources.embedded",
+    "HandlerImportError": "laneway.errors",
+    "KafkaSource": "laneway.sources.kafka",
+    "LanewayError": "laneway.errors",
+    "LogFullError": "laneway.errors",
+    "Message": "laneway.message",
+    "SourceError": "laneway.errors",
+    "UnknownTopicError": "laneway.errors",
+}
+
+__all__ = [
+    "ConfigError",
+    "Consumer",
+    "ConsumerStats",
+    "EmbeddedLog",
+    "HandlerImportError",
+    "KafkaSource",
+    "LanewayError",
+    "LogFullError",
+    "Message",
+    "SourceError",
+    "UnknownTopicError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'laneway' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

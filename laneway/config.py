@@ -1,0 +1,92 @@
+"""ConsumerConfig: every consumer option, its documented default, and its validation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from laneway.errors import ConfigError
+from laneway.options import EngineKind, Ordering, choice, seconds, whole_number
+
+DEFAULT_CONCURRENCY = {
+    EngineKind.SYNC: 1,
+    EngineKind.THREAD: 64,
+    EngineKind.ASYNC: 256,
+    EngineKind.PROCESS: os.cpu_count() or 1,
+}
+"""``concurrency`` when not given: threads, coroutines or worker processes."""
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """The validated, immutable options of a :class:`laneway.Consumer`.
+
+    ========================  ==================  =============================================
+    option                    default             meaning
+    ========================  ==================  =============================================
+    ``engine``                ``"thread"``        sync | thread | async | process
+    ``ordering``              ``"key"``           key | partition | unordered
+    ``concurrency``           per engine          max handlers running at once (sync 1, thread
+                                                  64, async 256, process one per core)
+    ``max_buffered``          10,000              fetched-but-unfinished messages before the
+                                                  source is paused (resumed at half)
+    ``commit_interval``       1.0 s               how often finished offsets are committed
+    ``poll_batch_size``       2,000               most messages fetched by one poll
+    ``drain_timeout``         10.0 s              how long stop() and a revocation wait for
+                                                  running handlers before giving up on them
+    ``metadata_max_bytes``    4,096               commit-metadata cap (the broker's
+                                                  ``offset.metadata.max.bytes``)
+    ``handle_signals``        True                run() stops on SIGINT/SIGTERM (main thread)
+    ========================  ==================  =============================================
+    """
+
+    engine: EngineKind = EngineKind.THREAD
+    ordering: Ordering = Ordering.KEY
+    concurrency: int = 64
+    max_buffered: int = 10_000
+    commit_interval: float = 1.0
+    poll_batch_size: int = 2_000
+    drain_timeout: float = 10.0
+    metadata_max_bytes: int = 4_096
+    handle_signals: bool = True
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        engine: object = "thread",
+        ordering: object = "key",
+        concurrency: object = None,
+        max_buffered: object = 10_000,
+        commit_interval: object = 1.0,
+        poll_batch_size: object = 2_000,
+        drain_timeout: object = 10.0,
+        metadata_max_bytes: object = 4_096,
+        handle_signals: object = True,
+    ) -> ConsumerConfig:
+        """Validate raw option values; every error names the option and what is allowed."""
+        kind = choice(EngineKind, engine, "engine")
+        if concurrency is None:
+            workers = DEFAULT_CONCURRENCY[kind]
+        else:
+            workers = whole_number(concurrency, "concurrency", minimum=1, maximum=100_000)
+            if kind is EngineKind.SYNC and workers != 1:
+                raise ConfigError(
+                    f"concurrency={workers!r} is not valid with engine='sync', which runs one "
+                    "message at a time; use engine='thread', 'async' or 'process' for more"
+                )
+        if not isinstance(handle_signals, bool):
+            raise ConfigError(
+                f"handle_signals={handle_signals!r} is not valid; expected True or False"
+            )
+        return cls(
+            engine=kind,
+            ordering=choice(Ordering, ordering, "ordering"),
+            concurrency=workers,
+            max_buffered=whole_number(max_buffered, "max_buffered", minimum=1),
+            commit_interval=seconds(commit_interval, "commit_interval"),
+            poll_batch_size=whole_number(poll_batch_size, "poll_batch_size", minimum=1),
+            drain_timeout=seconds(drain_timeout, "drain_timeout", allow_zero=True),
+            metadata_max_bytes=whole_number(metadata_max_bytes, "metadata_max_bytes", minimum=64),
+            handle_signals=handle_signals,
+        )

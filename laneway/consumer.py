@@ -1,0 +1,175 @@
+"""Consumer: the public entry point that runs a handler over a source."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from laneway.config import ConsumerConfig
+from laneway.control_plane import ControlPlane
+from laneway.engines.base import Engine
+from laneway.engines.factory import build_engine, check_handler
+from laneway.errors import ConfigError, LanewayError
+from laneway.options import seconds, whole_number
+from laneway.sources.base import Source
+from laneway.stats import ConsumerStats
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Consumer:
+    """Runs ``handler`` on every message of ``source``, in parallel, in order per lane.
+
+    ``engine`` picks where handlers run (``sync``, ``thread``, ``async``, ``process``);
+    ``ordering`` what must stay in order (``key``, ``partition``, ``unordered``);
+    ``concurrency`` how many handlers run at once; ``max_buffered`` how many fetched
+    messages may wait unfinished before the source is paused. Every option, its default
+    and its tuning advice: :class:`laneway.config.ConsumerConfig`.
+
+    Offsets are committed every ``commit_interval`` seconds, on revocation and on stop,
+    and only up to the first unfinished message of each partition; finished offsets
+    beyond it travel in the commit metadata so a restart skips them. A consumer runs
+    once: create a new one (on a new source) to run again.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        handler: Callable[..., Any],
+        *,
+        engine: str = "thread",
+        ordering: str = "key",
+        concurrency: int | None = None,
+        max_buffered: int = 10_000,
+        commit_interval: float = 1.0,
+        poll_batch_size: int = 2_000,
+        drain_timeout: float = 10.0,
+        metadata_max_bytes: int = 4_096,
+        handle_signals: bool = True,
+    ) -> None:
+        self.config = ConsumerConfig.build(
+            engine=engine,
+            ordering=ordering,
+            concurrency=concurrency,
+            max_buffered=max_buffered,
+            commit_interval=commit_interval,
+            poll_batch_size=poll_batch_size,
+            drain_timeout=drain_timeout,
+            metadata_max_bytes=metadata_max_bytes,
+            handle_signals=handle_signals,
+        )
+        for method in ("open", "poll", "commit", "pause", "resume", "close"):
+            if not callable(getattr(type(source), method, None)):
+                raise ConfigError(
+                    f"source={source!r} is not valid; expected an EmbeddedLog.subscribe(...) "
+                    f"source or a KafkaSource (missing {method}())"
+                )
+        check_handler(handler, self.config.engine)
+        self._source = source
+        self._handler = handler
+        self._stop = threading.Event()
+        self._abort = threading.Event()
+        self._plane: ControlPlane | None = None
+        self._engine: Engine | None = None
+        self._ran = False
+
+    def run(
+        self, max_messages: int | None = None, idle_timeout: float | None = None
+    ) -> ConsumerStats:
+        """Consume until ``stop()``, a signal, ``max_messages`` handled or ``idle_timeout``.
+
+        Returns the final stats once in-flight work is drained (up to ``drain_timeout``)
+        and finished offsets are committed.
+        """
+        self._prepare(max_messages, idle_timeout)
+        with self._signals_installed():
+            return self._execute(max_messages, idle_timeout, None)
+
+    async def run_async(
+        self, max_messages: int | None = None, idle_timeout: float | None = None
+    ) -> ConsumerStats:
+        """:meth:`run` inside an event loop; with ``engine="async"`` handlers run on it."""
+        self._prepare(max_messages, idle_timeout)
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if self.config.handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in _SIGNALS:
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self._on_signal)
+                    installed.append(sig)
+        try:
+            return await asyncio.to_thread(self._execute, max_messages, idle_timeout, loop)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    def stop(self) -> None:
+        """Ask a running consumer to stop gracefully. Safe from any thread or signal handler."""
+        self._stop.set()
+        if self._plane is not None:
+            self._plane.completions.wake()
+
+    def stats(self) -> ConsumerStats:
+        """A snapshot of counters, commits and latency; safe to call from any thread."""
+        if self._plane is None:
+            return ConsumerStats()
+        return self._plane.stats()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _prepare(self, max_messages: int | None, idle_timeout: float | None) -> None:
+        if max_messages is not None:
+            whole_number(max_messages, "max_messages", minimum=1)
+        if idle_timeout is not None:
+            seconds(idle_timeout, "idle_timeout")
+        if self._ran:
+            raise LanewayError("a Consumer runs once; create a new Consumer to run again")
+        self._ran = True
+
+    def _execute(
+        self,
+        max_messages: int | None,
+        idle_timeout: float | None,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> ConsumerStats:
+        engine = build_engine(self.config, self._handler, self._stop, loop)
+        plane = ControlPlane(self._source, engine, self.config, self._stop)
+        try:
+            engine.start(plane.completions)
+        except BaseException:
+            engine.close(0.0)
+            self._source.close()
+            raise
+        self._engine = engine
+        self._plane = plane
+        try:
+            self._source.open(plane)
+            plane.run(max_messages, idle_timeout)
+        finally:
+            plane.shut_down(self._abort)
+        return plane.stats()
+
+    def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        if self._stop.is_set():
+            self._abort.set()
+        self.stop()
+
+    @contextlib.contextmanager
+    def _signals_installed(self) -> Iterator[None]:
+        if (
+            not self.config.handle_signals
+            or threading.current_thread() is not threading.main_thread()
+        ):
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in _SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,280 @@
+"""The control plane: source -> ownership -> engine -> offsets -> commit, on one thread.
+
+Everything here runs on the consumer's control thread: polling, accepting batches,
+collecting completions, committing, and the rebalance callbacks (which sources invoke
+from inside ``poll``). Engines talk back only through :class:`Completions`. So no state
+in this module is touched by two threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import groupby
+from operator import attrgetter
+
+from laneway.config import ConsumerConfig
+from laneway.engines.base import Completions, Engine, Failure
+from laneway.errors import SourceError
+from laneway.message import Message, PartitionId
+from laneway.scheduling.ownership import OwnedPartition
+from laneway.sources.base import CommitPosition, Source
+from laneway.stats import ConsumerStats, LatencyWindow
+
+log = logging.getLogger("laneway")
+
+_partition_of = attrgetter("topic", "partition")
+
+IDLE_POLL_TIMEOUT = 0.1
+"""Seconds one poll may wait when nothing is in flight (bounds how late stop() is seen)."""
+BUSY_POLL_TIMEOUT = 0.005
+"""Seconds one poll may wait while handlers are running, so completions are seen soon."""
+
+
+class ControlPlane:
+    """Moves messages from a source through an engine and commits what is finished.
+
+    Backpressure: once ``max_buffered`` messages are fetched but unfinished, every owned
+    partition is paused (the source keeps being polled, so a Kafka group session stays
+    alive) until the count falls to half of it.
+    """
+
+    def __init__(
+        self, source: Source, engine: Engine, config: ConsumerConfig, stop: threading.Event
+    ) -> None:
+        self._source = source
+        self._engine = engine
+        self._config = config
+        self._stop = stop
+        self.completions = Completions()
+        self._owned: dict[PartitionId, OwnedPartition] = {}
+        self._zombies: dict[PartitionId, int] = {}
+        self._latency = LatencyWindow()
+        self._buffered = 0
+        self._paused = False
+        self._processed = 0
+        self._failed = 0
+        self._skipped = 0
+        self._fenced = 0
+        self._commits = 0
+        self._committed: dict[PartitionId, int] = {}
+        self._started: float | None = None
+        self._ended: float | None = None
+        self._last_arrival = time.monotonic()
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def run(self, max_messages: int | None, idle_timeout: float | None) -> None:
+        """Consume until stopped, ``max_messages`` handled, or idle for ``idle_timeout`` s."""
+        config = self._config
+        self._last_arrival = time.monotonic()
+        last_commit = time.monotonic()
+        low_water = config.max_buffered // 2
+        while True:
+            self._collect()
+            now = time.monotonic()
+            if self._stop.is_set():
+                break
+            if max_messages is not None and self._processed + self._failed >= max_messages:
+                break
+            if (
+                idle_timeout is not None
+                and self._buffered == 0
+                and now - self._last_arrival >= idle_timeout
+            ):
+                break
+            if now - last_commit >= config.commit_interval:
+                self._commit(self._owned)
+                last_commit = now
+            room = config.max_buffered - self._buffered
+            if self._paused and self._buffered <= low_water:
+                self._set_paused(False)
+            elif not self._paused and room <= 0:
+                self._set_paused(True)
+            if self._paused:
+                self.completions.wait(IDLE_POLL_TIMEOUT)
+                self._accept(self._source.poll(max(room, 1), 0.0))
+                continue
+            timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
+            self._accept(self._source.poll(min(room, config.poll_batch_size), timeout))
+
+    def shut_down(self, abort: threading.Event) -> None:
+        """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
+        owned = list(self._owned)
+        self._forget_unstarted(self._engine.cancel(owned))
+        deadline = time.monotonic() + self._config.drain_timeout
+        while self._engine.in_flight and time.monotonic() < deadline and not abort.is_set():
+            self.completions.wait(0.05)
+            self._collect()
+        self._collect()
+        try:
+            self._commit(self._owned)
+        except SourceError as error:
+            log.warning("final commit failed: %s", error)
+        self._ended = time.monotonic()
+        remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
+        self._engine.close(remaining)
+        self._source.close()
+
+    # -- rebalance listener (called from inside source.poll) ---------------------------
+
+    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        for pid, position in positions.items():
+            self._owned[pid] = OwnedPartition(position, self._config.metadata_max_bytes)
+            if position is not None:
+                self._committed[pid] = position.offset
+        if self._paused:
+            self._source.pause(positions)
+        self._last_arrival = time.monotonic()
+        log.info("assigned %s", sorted(positions))
+
+    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
+        owned = [pid for pid in partitions if pid in self._owned]
+        self._collect()
+        self._forget_unstarted(self._engine.cancel(owned))
+        deadline = time.monotonic() + self._config.drain_timeout
+        while any(self._owned[p].in_engine for p in owned) and time.monotonic() < deadline:
+            self.completions.wait(0.05)
+            self._collect()
+        try:
+            self._commit(owned)
+        except SourceError as error:
+            log.warning("commit on revoke failed: %s", error)
+        self._give_up(owned)
+        log.info("revoked %s", sorted(owned))
+
+    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
+        owned = [pid for pid in partitions if pid in self._owned]
+        self._forget_unstarted(self._engine.cancel(owned))
+        self._give_up(owned)
+        log.warning("lost %s without a chance to commit", sorted(owned))
+
+    # -- internals ------------------------------------------------------------------
+
+    def _accept(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        if self._started is None:
+            self._started = time.monotonic()
+        self._last_arrival = time.monotonic()
+        dispatch: list[Message] = []
+        owned = self._owned
+        for pid, group in groupby(messages, key=_partition_of):
+            partition = owned.get(pid)
+            if partition is None:
+                continue
+            batch = list(group)
+            runnable, skipped = partition.accept(batch)
+            self._skipped += skipped
+            self._buffered += len(batch) - skipped
+            dispatch.extend(runnable)
+        if dispatch:
+            self._engine.submit(dispatch)
+
+    def _collect(self) -> None:
+        finished, failed = self.completions.take()
+        if failed:
+            self._record_failures(failed)
+            finished.extend(f.message for f in failed)
+        if not finished:
+            return
+        self._processed += len(finished) - len(failed)
+        self._failed += len(failed)
+        self._latency.record(finished)
+        owned = self._owned
+        released: list[Message] = []
+        for pid, group in groupby(finished, key=_partition_of):
+            offsets = [m.offset for m in group]
+            partition = owned.get(pid)
+            # Completions of a partition's previous ownership ("zombies", still running
+            # when it was revoked) are settled first; they were already unbuffered.
+            settled = min(self._zombies.get(pid, 0), len(offsets))
+            if settled:
+                self._zombies[pid] -= settled
+            if partition is None:
+                self._fenced += len(offsets)
+                continue
+            live = len(offsets) - settled
+            partition.in_engine -= live
+            self._buffered -= live
+            partition.tracker.finished(offsets)
+            if partition.held:
+                more = partition.release()
+                released.extend(more)
+        if released:
+            self._engine.submit(released)
+
+    def _record_failures(self, failures: list[Failure]) -> None:
+        for failure in failures:
+            m = failure.message
+            log.error(
+                "handler failed on %s[%d]@%d after %d attempt(s): %s: %s",
+                m.topic,
+                m.partition,
+                m.offset,
+                failure.attempts,
+                failure.error_type,
+                failure.error_message,
+            )
+
+    def _forget_unstarted(self, messages: list[Message]) -> None:
+        """Account for messages an engine gave back without running them."""
+        for pid, group in groupby(messages, key=_partition_of):
+            count = sum(1 for _ in group)
+            partition = self._owned.get(pid)
+            if partition is not None:
+                partition.in_engine -= count
+                self._buffered -= count
+
+    def _give_up(self, partitions: Iterable[PartitionId]) -> None:
+        for pid in partitions:
+            partition = self._owned.pop(pid)
+            self._buffered -= len(partition.held) + partition.in_engine
+            if partition.in_engine:
+                self._zombies[pid] = self._zombies.get(pid, 0) + partition.in_engine
+
+    def _commit(self, partitions: Collection[PartitionId]) -> None:
+        positions: dict[PartitionId, CommitPosition] = {}
+        for pid in partitions:
+            partition = self._owned.get(pid)
+            if partition is None:
+                continue
+            position = partition.position_to_commit()
+            if position is not None:
+                positions[pid] = position
+        if not positions:
+            return
+        self._source.commit(positions)
+        self._commits += 1
+        for pid, position in positions.items():
+            self._owned[pid].last_committed = position
+            self._committed[pid] = position.offset
+
+    def _set_paused(self, paused: bool) -> None:
+        if paused:
+            self._source.pause(self._owned)
+        else:
+            self._source.resume(self._owned)
+        self._paused = paused
+
+    def stats(self) -> ConsumerStats:
+        end = time.monotonic() if self._ended is None else self._ended
+        elapsed = 0.0 if self._started is None else end - self._started
+        handled = self._processed + self._failed
+        return ConsumerStats(
+            processed=self._processed,
+            failed=self._failed,
+            skipped=self._skipped,
+            fenced=self._fenced,
+            in_flight=self._engine.in_flight,
+            buffered=self._buffered,
+            paused=self._paused,
+            commits=self._commits,
+            committed=dict(self._committed),
+            assigned=tuple(sorted(self._owned)),
+            elapsed=elapsed,
+            throughput=handled / elapsed if elapsed > 0 else 0.0,
+            latency_ms=self._latency.percentiles(),
+        )

@@ -1,0 +1,1 @@
+"""Execution engines: sync, thread, async and process."""

@@ -1,0 +1,101 @@
+"""The Engine protocol and the completion channel engines report through.
+
+An engine accepts batches of runnable messages from the consumer's control thread,
+runs the handler on them while honouring the ordering mode and ``concurrency``, and
+reports finished and failed messages back in batches through :class:`Completions`.
+Nothing here is per message: submit, report and wake-up all work on lists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Protocol
+
+from laneway.message import Message, PartitionId
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A message whose handler raised on its last attempt."""
+
+    message: Message
+    error_type: str
+    error_message: str
+    attempts: int
+
+
+class Completions:
+    """A thread-safe, batch-oriented mailbox from an engine to the control thread.
+
+    Engines call :meth:`finished` / :meth:`failed` with whole batches; the control
+    thread calls :meth:`take` to collect everything reported so far and :meth:`wait` to
+    sleep until something is reported.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._finished: list[Message] = []
+        self._failed: list[Failure] = []
+
+    def finished(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        with self._lock:
+            self._finished.extend(messages)
+        self._ready.set()
+
+    def failed(self, failures: list[Failure]) -> None:
+        if not failures:
+            return
+        with self._lock:
+            self._failed.extend(failures)
+        self._ready.set()
+
+    def take(self) -> tuple[list[Message], list[Failure]]:
+        with self._lock:
+            self._ready.clear()
+            finished, self._finished = self._finished, []
+            failed, self._failed = self._failed, []
+        return finished, failed
+
+    def wait(self, timeout: float) -> bool:
+        """Block until something was reported (True) or ``timeout`` seconds passed."""
+        return self._ready.wait(timeout)
+
+    def wake(self) -> None:
+        """Wake a :meth:`wait`er without reporting anything (used by ``stop()``)."""
+        self._ready.set()
+
+
+class Engine(Protocol):
+    """Runs handlers on submitted messages and reports through :class:`Completions`.
+
+    Contract for implementers:
+
+    * ``submit`` is called from the control thread only, with messages in offset order
+      per partition; it must not block on handler work.
+    * Messages of one lane (see :mod:`laneway.scheduling.lanes`) never run at the same
+      time and run in submission order.
+    * At most ``concurrency`` handlers execute at once.
+    * Every submitted message is eventually reported finished or failed, or returned by
+      :meth:`cancel`, exactly once — unless the engine is closed first.
+    """
+
+    def start(self, completions: Completions) -> None:
+        """Start workers; raise a clear error if the handler cannot run (e.g. not importable)."""
+
+    def submit(self, messages: list[Message]) -> None:
+        """Queue messages to run."""
+
+    def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
+        """Drop and return queued, not yet started messages of ``partitions``."""
+
+    @property
+    def in_flight(self) -> int:
+        """Handlers executing right now."""
+
+    def close(self, timeout: float) -> None:
+        """Stop workers, waiting up to ``timeout`` s for running handlers. Idempotent."""

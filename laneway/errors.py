@@ -1,0 +1,27 @@
+"""Exceptions laneway raises."""
+
+from __future__ import annotations
+
+
+class LanewayError(Exception):
+    """Base class of every error laneway raises on purpose."""
+
+
+class ConfigError(LanewayError, ValueError):
+    """An invalid option: the message names the option and the allowed values."""
+
+
+class LogFullError(LanewayError):
+    """``EmbeddedLog(when_full="error")``: a partition holds ``capacity`` unconsumed records."""
+
+
+class UnknownTopicError(LanewayError, KeyError):
+    """A topic that does not exist in the embedded log."""
+
+
+class HandlerImportError(LanewayError):
+    """The process engine's workers cannot import the handler by name."""
+
+
+class SourceError(LanewayError):
+    """A source failed in a way the consumer cannot recover from (e.g. a fatal Kafka error)."""

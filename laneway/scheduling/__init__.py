@@ -1,0 +1,1 @@
+"""Ordering lanes, offset tracking and backpressure: the consumer's control plane logic."""

@@ -1,0 +1,71 @@
+"""OwnedPartition: what the control plane knows about one partition it owns."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+
+from laneway.message import Message
+from laneway.scheduling.offsets import PartitionOffsets
+from laneway.sources.base import CommitPosition
+
+
+class OwnedPartition:
+    """Offsets, held-back messages and in-engine count of one owned partition.
+
+    Messages whose offset lies beyond the tracker's dispatch limit (the furthest offset
+    whose completion could still be recorded within the commit-metadata cap) are held
+    here instead of being dispatched, and released as the commit point advances. This
+    is how a stuck offset near the cap stops new work of its partition only, without
+    ever dropping the finished-offset map.
+    """
+
+    __slots__ = ("held", "in_engine", "last_committed", "tracker")
+
+    def __init__(self, committed: CommitPosition | None, metadata_max_bytes: int) -> None:
+        self.tracker = PartitionOffsets(committed, metadata_max_bytes)
+        self.held: deque[Message] = deque()
+        self.in_engine = 0
+        self.last_committed: CommitPosition | None = committed
+
+    def accept(self, batch: list[Message]) -> tuple[list[Message], int]:
+        """Record a fetched batch; return (messages to dispatch now, how many were skipped)."""
+        skip = self.tracker.fetched([m.offset for m in batch])
+        skipped = 0
+        if skip:
+            kept = [m for m in batch if m.offset not in skip]
+            skipped = len(batch) - len(kept)
+            batch = kept
+        if self.held:
+            self.held.extend(batch)
+            return [], skipped
+        limit = self.tracker.dispatch_limit
+        if batch and batch[-1].offset > limit:
+            cut = bisect_right(batch, limit, key=_offset)
+            self.held.extend(batch[cut:])
+            batch = batch[:cut]
+        self.in_engine += len(batch)
+        return batch, skipped
+
+    def release(self) -> list[Message]:
+        """Held messages that now fit under the dispatch limit."""
+        held = self.held
+        if not held:
+            return []
+        limit = self.tracker.dispatch_limit
+        released: list[Message] = []
+        while held and held[0].offset <= limit:
+            released.append(held.popleft())
+        self.in_engine += len(released)
+        return released
+
+    def position_to_commit(self) -> CommitPosition | None:
+        """The position to commit, or ``None`` if it equals the last one committed."""
+        position = self.tracker.position()
+        if position == self.last_committed:
+            return None
+        return position
+
+
+def _offset(message: Message) -> int:
+    return message.offset

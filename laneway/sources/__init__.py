@@ -1,0 +1,1 @@
+"""Partitioned logs laneway reads from: the embedded log and Kafka."""

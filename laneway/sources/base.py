@@ -1,0 +1,62 @@
+"""The Source protocol: what the consumer needs from a partitioned log.
+
+A source is used from one thread only, the consumer's control thread. Rebalance
+callbacks are invoked *from inside* :meth:`Source.poll` on that same thread (this is how
+librdkafka delivers them, and the embedded log does the same), so the control plane never
+has its state mutated from another thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from laneway.message import Message, PartitionId
+
+
+@dataclass(frozen=True)
+class CommitPosition:
+    """A committed position: the next offset to read, and the commit metadata string."""
+
+    offset: int
+    metadata: str = ""
+
+
+class RebalanceListener(Protocol):
+    """Receives partition ownership changes; called from inside ``Source.poll``."""
+
+    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        """Partitions now owned, with their committed position (``None``: nothing committed)."""
+
+    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
+        """Partitions about to be given up; commits made before returning still count."""
+
+    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
+        """Partitions already taken away (commits for them would fail): fence, don't commit."""
+
+
+class Source(Protocol):
+    """A partitioned log the consumer reads from and commits to, in batches."""
+
+    def open(self, listener: RebalanceListener) -> None:
+        """Subscribe / join the group; assignments arrive through ``listener`` during ``poll``."""
+
+    def poll(self, max_messages: int, timeout: float) -> list[Message]:
+        """Return up to ``max_messages`` in offset order per partition; wait up to ``timeout`` s."""
+
+    def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
+        """Commit synchronously; raises :class:`laneway.errors.SourceError` if it failed."""
+
+    def pause(self, partitions: Iterable[PartitionId]) -> None:
+        """Stop returning messages of ``partitions`` from ``poll`` (group membership stays)."""
+
+    def resume(self, partitions: Iterable[PartitionId]) -> None:
+        """Undo :meth:`pause`."""
+
+    def close(self) -> None:
+        """Leave the group and release resources. Idempotent."""
+
+    @property
+    def name(self) -> str:
+        """A short description for logs and stats, e.g. ``kafka:127.0.0.1:9092/billing``."""

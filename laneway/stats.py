@@ -1,0 +1,72 @@
+"""ConsumerStats: the snapshot ``Consumer.stats()`` returns, and the latency window behind it."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from laneway.message import Message, PartitionId
+
+
+@dataclass(frozen=True)
+class ConsumerStats:
+    """A point-in-time snapshot of a consumer.
+
+    ``processed``: messages whose handler finished; ``failed``: messages whose handler
+    raised on its last attempt; ``skipped``: messages fetched again but already finished
+    before (restored from commit metadata); ``fenced``: completions discarded because
+    their partition was no longer owned; ``in_flight``: handlers running now;
+    ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
+    ``committed``: last committed offset per partition; ``elapsed``: seconds from the
+    first fetch to now, or to the final commit once the run ended; ``throughput``:
+    handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
+    p99, max) of produce timestamp -> handler finished over the most recent messages.
+    """
+
+    processed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    fenced: int = 0
+    in_flight: int = 0
+    buffered: int = 0
+    paused: bool = False
+    commits: int = 0
+    committed: Mapping[PartitionId, int] = field(default_factory=dict)
+    assigned: tuple[PartitionId, ...] = ()
+    elapsed: float = 0.0
+    throughput: float = 0.0
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+    worker_restarts: int = 0
+
+    @property
+    def handled(self) -> int:
+        """Messages the consumer is done with: processed plus failed."""
+        return self.processed + self.failed
+
+
+class LatencyWindow:
+    """The end-to-end latency of the most recent ``size`` messages, for percentiles.
+
+    Recording is one subtraction per message, done in bulk per completion batch.
+    """
+
+    def __init__(self, size: int = 8_192) -> None:
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def record(self, messages: list[Message]) -> None:
+        now = time.time() * 1000.0
+        self._samples.extend([now - m.timestamp for m in messages])
+
+    def percentiles(self) -> dict[str, float]:
+        samples = sorted(self._samples)
+        if not samples:
+            return {}
+        last = len(samples) - 1
+        return {
+            "p50": samples[last * 50 // 100],
+            "p95": samples[last * 95 // 100],
+            "p99": samples[last * 99 // 100],
+            "max": samples[last],
+        }
