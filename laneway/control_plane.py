@@ -114,9 +114,11 @@ class ControlPlane:
         except SourceError as error:
             log.warning("final commit failed: %s", error)
         self._ended = time.monotonic()
+        # The source first: closing a Kafka consumer revokes its partitions, and the
+        # revoke callback still talks to the engine.
+        self._source.close()
         remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
         self._engine.close(remaining)
-        self._source.close()
 
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
