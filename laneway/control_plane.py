@@ -8,6 +8,7 @@ in this module is touched by two threads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -201,12 +202,23 @@ class ControlPlane:
             live = len(offsets) - settled
             partition.in_engine -= live
             self._buffered -= live
-            partition.tracker.finished(offsets)
+            if settled:
+                self._finish_known(partition, offsets)
+            else:
+                partition.tracker.finished(offsets)
             if partition.held:
                 more = partition.release()
                 released.extend(more)
         if released:
             self._engine.submit(released)
+
+    @staticmethod
+    def _finish_known(partition: OwnedPartition, offsets: list[int]) -> None:
+        """Finish offsets one by one, ignoring those the current ownership never fetched
+        (a zombie's completion may name an offset not fetched again yet)."""
+        for offset in offsets:
+            with contextlib.suppress(ValueError):
+                partition.tracker.finished((offset,))
 
     def _record_failures(self, failures: list[Failure]) -> None:
         for failure in failures:

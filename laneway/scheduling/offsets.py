@@ -1,0 +1,301 @@
+"""Per-partition offset tracking: what may be committed, and what a restart may skip.
+
+:class:`PartitionOffsets` follows the offsets of one owned partition from fetch to
+finish. Its commit offset is the first fetched offset that is not finished (or the next
+offset to fetch when all are): committing it never loses work. Finished offsets above
+that point are carried in the commit metadata (see :mod:`laneway.scheduling.offset_codec`)
+and skipped when they are fetched again after a restart or a rebalance.
+
+Offsets are kept as one byte of state per offset (0: never fetched, a gap; 1: fetched,
+not finished; 2: finished) in a few byte arrays ("blocks") starting at the oldest
+offset not yet committed. A byte array lets C code do the per-batch work: appending a
+contiguous batch, finding the commit point, building the metadata window. Only marking
+completions costs a Python step per offset (measured: about 0.1 s per million offsets
+for fetch + finish + commit point, batches of 1,000). Gaps (transaction markers,
+compaction) up to ``_MAX_GAP_FILL`` offsets are filled with zero bytes; a larger gap
+starts a new block, so a sparse compacted topic costs memory per message, not per offset.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
+
+from laneway.scheduling.offset_codec import decode, encode_window, max_span
+from laneway.sources.base import CommitPosition
+
+_FETCHED = 1
+_FINISHED = 2
+_MAX_GAP_FILL = 4096
+_ONES = b"\x01" * 65536
+_FINISHED_FLAGS = bytes(int(state == _FINISHED) for state in range(256))
+"""Translation table: state ``_FINISHED`` -> 1, every other byte -> 0."""
+_NO_SKIP: frozenset[int] = frozenset()
+
+
+class _Block:
+    """States of the offsets ``base .. base + len(states) - 1``."""
+
+    __slots__ = ("base", "states")
+
+    def __init__(self, base: int, states: bytearray) -> None:
+        self.base = base
+        self.states = states
+
+
+class PartitionOffsets:
+    """Tracks fetched and finished offsets of one partition and the position to commit.
+
+    Create one per owned partition from its committed position (``None``: nothing
+    committed, the start is known at the first fetch) and the broker's
+    ``offset.metadata.max.bytes``. Then, on the consumer's control thread:
+
+    * :meth:`fetched` with each polled batch's offsets; it returns those not to dispatch
+      (finished before the restart, or already tracked);
+    * hold back offsets above :attr:`dispatch_limit`; a finished offset further than
+      ``max_span(max_bytes)`` past the commit offset could not be recorded in the
+      metadata, so the limit is what guarantees commits never exceed the cap;
+    * :meth:`finished` with completed offsets, in any order;
+    * :meth:`position` to get what to commit; :attr:`version` changes when it may have.
+
+    Tuning: ``max_metadata_bytes`` must not exceed the broker's setting (else commits
+    fail), and a larger value lets more work run past one slow offset: about
+    ``6 * max_metadata_bytes`` offsets (24,416 for the default 4096).
+
+    Not thread-safe; cheap enough to call once per batch per partition in the hot path.
+    """
+
+    __slots__ = ("_blocks", "_cached", "_next", "_restored", "_span", "_version")
+
+    def __init__(self, committed: CommitPosition | None, max_metadata_bytes: int) -> None:
+        self._span = max_span(max_metadata_bytes)
+        self._blocks: deque[_Block] = deque()
+        self._restored: deque[int] = deque()
+        self._version = 0
+        self._cached: tuple[int, CommitPosition] | None = None
+        self._next = -1
+        if committed is not None:
+            self._next = committed.offset
+            restored = decode(committed.metadata, committed.offset, span_limit=self._span)
+            self._restored.extend(sorted(restored))
+
+    @property
+    def started(self) -> bool:
+        """Whether the start offset is known (committed, or something was fetched)."""
+        return self._next >= 0
+
+    @property
+    def version(self) -> int:
+        """A counter that changes whenever :meth:`position` may return something new."""
+        return self._version
+
+    @property
+    def commit_offset(self) -> int | None:
+        """The offset to commit: every earlier fetched offset is finished.
+
+        The first fetched offset not finished; if there is none, the offset after the
+        last fetched one (or the committed one), moved past offsets known finished from
+        the restored metadata. ``None`` while the start is unknown.
+        """
+        if self._next < 0:
+            return None
+        return self._advance()
+
+    @property
+    def dispatch_limit(self) -> int:
+        """The highest offset that may be dispatched now (-1 while the start is unknown).
+
+        ``commit_offset + max_span(max_metadata_bytes)``: any set of offsets finished up
+        to it fits in the metadata. It only grows.
+        """
+        if self._next < 0:
+            return -1
+        return self._advance() + self._span
+
+    @property
+    def outstanding(self) -> int:
+        """How many fetched offsets are not finished (dispatched or held back)."""
+        return sum(block.states.count(_FETCHED) for block in self._blocks)
+
+    @property
+    def finished_beyond_count(self) -> int:
+        """How many offsets above the commit offset are known finished."""
+        if self._next >= 0:
+            self._advance()
+        return sum(block.states.count(_FINISHED) for block in self._blocks) + len(self._restored)
+
+    def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
+        """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
+
+        Skipped offsets are not to be dispatched, nor reported to :meth:`finished`: they
+        were finished before the restart (restored from the metadata: they count as
+        finished now), or they are at or below an offset already fetched (a replay after
+        a seek: the tracked copy stands) or below the committed offset. Fastest with a
+        ``list`` of consecutive offsets, the common case.
+        """
+        count = len(offsets)
+        if not count:
+            return _NO_SKIP
+        first = offsets[0]
+        last = offsets[-1]
+        if self._next < 0:
+            if first < 0:
+                raise ValueError(f"offsets cannot be negative, got {first}")
+            self._next = first
+            before = None
+        else:
+            before = self._advance()
+        restored = self._restored
+        restored_count = len(restored)
+        skip: AbstractSet[int]
+        if (
+            first >= self._next
+            and last - first == count - 1
+            and (not restored or restored[0] > last)
+            and offsets == list(range(first, last + 1))
+        ):
+            self._append_run(first, count)
+            skip = _NO_SKIP
+        else:
+            skip = self._fetched_one_by_one(offsets)
+        if self._advance() != before or len(restored) != restored_count:
+            self._version += 1
+        return skip
+
+    def finished(self, offsets: Iterable[int]) -> None:
+        """Mark fetched offsets finished, in any order.
+
+        Offsets already finished, skipped or committed are ignored (idempotent); an
+        offset never fetched raises :class:`ValueError`.
+        """
+        self._version += 1
+        blocks = self._blocks
+        if len(blocks) != 1:
+            self._finish_in_blocks(offsets)
+            return
+        states = blocks[0].states
+        base = blocks[0].base
+        size = len(states)
+        for offset in offsets:
+            index = offset - base
+            if 0 <= index < size and states[index] == _FETCHED:
+                states[index] = _FINISHED
+            else:
+                self._check_unfetched(offset)
+
+    def position(self) -> CommitPosition | None:
+        """The position to commit: commit offset and metadata of finished offsets beyond.
+
+        ``None`` while the start is unknown. Equal positions compare equal, so a caller
+        can skip a commit that would change nothing. The metadata always fits
+        ``max_metadata_bytes``: finished offsets above :attr:`dispatch_limit` (possible
+        only if the caller ignored it) are left out and would be processed again after a
+        restart. Foreign metadata of the committed position is not preserved.
+        """
+        if self._next < 0:
+            return None
+        cached = self._cached
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        commit = self._advance()
+        position = CommitPosition(commit, encode_window(commit, self._window(commit)))
+        self._cached = (self._version, position)
+        return position
+
+    def _advance(self) -> int:
+        """Drop the finished prefix and return the commit offset (start must be known)."""
+        blocks = self._blocks
+        while blocks:
+            block = blocks[0]
+            states = block.states
+            index = states.find(_FETCHED)
+            if index >= 0:
+                if index:
+                    del states[:index]  # O(1): CPython moves a bytearray's start
+                    block.base += index
+                return block.base
+            blocks.popleft()
+        restored = self._restored
+        while restored and restored[0] == self._next:
+            restored.popleft()
+            self._next += 1
+        return self._next
+
+    def _append_run(self, first: int, count: int) -> None:
+        """Record ``first .. first + count - 1``, all new and none restored."""
+        blocks = self._blocks
+        gap = first - self._next
+        run = _ONES[:count] if count <= len(_ONES) else b"\x01" * count
+        if blocks and gap <= _MAX_GAP_FILL:
+            states = blocks[-1].states
+            if gap:
+                states += bytes(gap)
+            states += run
+        else:
+            blocks.append(_Block(first, bytearray(run)))
+        self._next = first + count
+
+    def _fetched_one_by_one(self, offsets: Sequence[int]) -> set[int]:
+        skip: set[int] = set()
+        restored = self._restored
+        blocks = self._blocks
+        following = self._next
+        for offset in offsets:
+            if offset < following:
+                skip.add(offset)
+                continue
+            state = _FETCHED
+            while restored and restored[0] <= offset:
+                if restored.popleft() == offset:
+                    state = _FINISHED
+                    skip.add(offset)
+            gap = offset - following
+            if blocks and gap <= _MAX_GAP_FILL:
+                states = blocks[-1].states
+                if gap:
+                    states += bytes(gap)
+                states.append(state)
+            else:
+                blocks.append(_Block(offset, bytearray((state,))))
+            following = offset + 1
+        self._next = following
+        return skip
+
+    def _finish_in_blocks(self, offsets: Iterable[int]) -> None:
+        blocks = self._blocks
+        bases = [block.base for block in blocks]
+        for offset in offsets:
+            at = bisect_right(bases, offset) - 1
+            if at >= 0:
+                block = blocks[at]
+                index = offset - block.base
+                states = block.states
+                if index < len(states) and states[index] == _FETCHED:
+                    states[index] = _FINISHED
+                    continue
+            self._check_unfetched(offset)
+
+    def _check_unfetched(self, offset: int) -> None:
+        if self._next < 0 or offset >= self._next:
+            raise ValueError(f"offset {offset} was never fetched, it cannot be finished")
+
+    def _window(self, commit: int) -> bytearray:
+        """Flags of ``commit + 1 .. commit + span``: byte ``i`` is 1 if ``commit+1+i`` finished."""
+        top = self._next - 1
+        if self._restored:
+            top = max(top, self._restored[-1])
+        window = bytearray(max(0, min(self._span, top - commit)))
+        end = commit + 1 + len(window)
+        for block in self._blocks:
+            low = max(block.base, commit + 1)
+            high = min(block.base + len(block.states), end)
+            if low < high:
+                part = block.states[low - block.base : high - block.base]
+                window[low - commit - 1 : high - commit - 1] = part.translate(_FINISHED_FLAGS)
+        for offset in self._restored:
+            if offset >= end:
+                break
+            window[offset - commit - 1] = 1
+        return window
