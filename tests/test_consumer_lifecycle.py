@@ -1,0 +1,149 @@
+"""Consumer lifecycle: signals, run_async, stats, and bounded buffering under a big backlog."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from topics import EmbeddedTopic, KafkaTopic
+
+import laneway
+from laneway.message import Message
+
+CHILD = """
+import sys, time, laneway
+log = laneway.EmbeddedLog(path=sys.argv[1])
+log.create_topic("t", partitions=2)
+if log.end_offsets("t") == {0: 0, 1: 0}:
+    for i in range(400):
+        log.produce("t", value=b"x", key=str(i).encode())
+def handle(m):
+    time.sleep(float(sys.argv[2]))
+print("ready", flush=True)
+stats = laneway.Consumer(log.subscribe(["t"], group="g"), handle, engine="thread",
+                         concurrency=4, drain_timeout=float(sys.argv[3])).run()
+print("processed", stats.processed, flush=True)
+"""
+
+
+def start_child(tmp_path: Path, work: float, drain: float) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "log"), str(work), str(drain)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+def test_sigterm_drains_commits_and_exits(tmp_path: Path) -> None:
+    child = start_child(tmp_path, work=0.02, drain=10)
+    time.sleep(0.8)
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=20)
+    assert child.returncode == 0
+    processed = int(out.split()[-1])
+    assert 0 < processed < 400
+    log = laneway.EmbeddedLog(path=tmp_path / "log")
+    committed = sum(c.offset for c in log.committed("g", "t").values())
+    assert committed == processed, "a graceful stop commits exactly what was processed"
+
+
+def test_second_signal_aborts_a_long_drain(tmp_path: Path) -> None:
+    child = start_child(tmp_path, work=3.0, drain=60)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    started = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    child.communicate(timeout=20)
+    assert time.monotonic() - started < 6.0, "the second signal did not cut the drain short"
+
+
+def test_run_async_runs_handlers_on_the_callers_loop() -> None:
+    topic = EmbeddedTopic(partitions=2)
+    topic.produce([(str(i).encode(), b"v") for i in range(200)])
+    loops: set[int] = set()
+
+    async def handle(message: Message) -> None:
+        loops.add(id(asyncio.get_running_loop()))
+        await asyncio.sleep(0)
+
+    async def main() -> laneway.ConsumerStats:
+        consumer = laneway.Consumer(topic.source("g"), handle, engine="async", handle_signals=False)
+        stats = await consumer.run_async(max_messages=200)
+        assert loops == {id(asyncio.get_running_loop())}
+        return stats
+
+    assert asyncio.run(main()).processed == 200
+
+
+def test_stats_report_progress_commits_and_latency() -> None:
+    topic = EmbeddedTopic(partitions=4)
+    topic.produce([(str(i % 10).encode(), b"v") for i in range(2_000)])
+    consumer = laneway.Consumer(
+        topic.source("g"), lambda m: None, engine="thread", handle_signals=False
+    )
+    stats = consumer.run(max_messages=2_000)
+    assert stats.processed == 2_000 and stats.failed == 0 and stats.in_flight == 0
+    assert stats.buffered == 0
+    assert dict(stats.committed) == {("orders", p): o for p, o in topic.end_offsets().items()}
+    assert stats.throughput > 0 and stats.elapsed > 0
+    assert set(stats.latency_ms) == {"p50", "p95", "p99", "max"}
+    assert stats.commits >= 1
+
+
+def peak_buffered(
+    consumer: laneway.Consumer, done: threading.Event
+) -> tuple[list[int], list[bool]]:
+    samples: list[int] = []
+    paused: list[bool] = []
+
+    def sample() -> None:
+        while not done.is_set():
+            stats = consumer.stats()
+            samples.append(stats.buffered)
+            paused.append(stats.paused)
+            time.sleep(0.002)
+
+    threading.Thread(target=sample, daemon=True).start()
+    return samples, paused
+
+
+@pytest.mark.parametrize(
+    ("source_kind", "backlog"),
+    [("embedded", 1_000_000), pytest.param("kafka", 1_000_000, marks=pytest.mark.kafka)],
+)
+def test_buffering_stays_bounded_with_a_million_message_backlog(
+    source_kind: str, backlog: int, request: pytest.FixtureRequest
+) -> None:
+    if source_kind == "embedded":
+        topic: EmbeddedTopic | KafkaTopic = EmbeddedTopic(partitions=8)
+        topic.log.produce_many(topic.name, [(str(i % 100).encode(), b"v") for i in range(backlog)])
+    else:
+        topic = KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions=8)
+        topic.produce([(str(i % 100).encode(), b"v") for i in range(backlog)])
+    max_buffered = 5_000
+    consumer = laneway.Consumer(
+        topic.source("bounded"),
+        lambda m: None,
+        engine="thread",
+        concurrency=8,
+        max_buffered=max_buffered,
+        poll_batch_size=1_000,
+        handle_signals=False,
+    )
+    done = threading.Event()
+    samples, paused = peak_buffered(consumer, done)
+    stats = consumer.run(max_messages=backlog, idle_timeout=60)
+    done.set()
+    assert stats.processed == backlog
+    assert max(samples) <= max_buffered, f"peak buffered {max(samples)} > {max_buffered}"
+    assert any(paused), "the source was never paused although the backlog exceeded the bound"
