@@ -1,0 +1,350 @@
+"""KafkaSource: the Source protocol on a confluent-kafka (librdkafka) consumer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+
+from laneway.errors import ConfigError, SourceError
+from laneway.message import Message, PartitionId
+from laneway.sources.base import CommitPosition, RebalanceListener
+from laneway.sources.kafka_config import build_settings
+
+logger = logging.getLogger(__name__)
+
+COMMITTED_TIMEOUT_S = 10.0
+"""How long the assignment callback waits for the group coordinator's committed offsets."""
+
+_PARTITION_EOF = KafkaError._PARTITION_EOF
+_FATAL = KafkaError._FATAL
+_METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
+
+
+class KafkaSource:
+    """Reads a Kafka consumer group's partitions in batches and commits offsets synchronously.
+
+    ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
+    librdkafka settings. Offsets are committed only through :meth:`commit`:
+    ``enable.auto.commit`` and ``enable.auto.offset.store`` are forced off (asking for them
+    is a :class:`~laneway.errors.ConfigError`). Defaults the user may override:
+    ``auto.offset.reset=earliest`` and ``partition.assignment.strategy=cooperative-sticky``
+    (incremental rebalancing; see :mod:`laneway.sources.kafka_config` for why).
+
+    Threading: every method must be called from one thread. The rebalance callbacks run on
+    that thread too: librdkafka invokes them from inside ``consume()`` (so from
+    :meth:`poll`) and from ``close()``. The listener may therefore call :meth:`commit`
+    from ``on_revoked`` and the commit completes, with the partitions still owned, before
+    librdkafka gives them up.
+
+    On assignment the source reads the group's committed offsets (and metadata) for the new
+    partitions, starts fetching exactly there (``auto.offset.reset`` applies where nothing
+    is committed), resumes them in case librdkafka kept an earlier pause, and reports the
+    positions to the listener's ``on_assigned``.
+
+    Tuning: ``poll`` converts each record into a :class:`~laneway.message.Message` (seven
+    C calls and one object, about 0.7 us per message on top of ``consume()``). Measured on a
+    local broker with 200,000 small messages on 8 partitions and ``max_messages=1000``:
+    end to end ~890k msg/s for ``poll`` vs ~1.56M msg/s for a bare ``consume()`` loop
+    (ratio ~0.57); with everything already prefetched ~0.95M vs ~2.55M msg/s (ratio
+    ~0.37). Pass ``max_messages`` in the thousands to amortize each call, and keep
+    ``timeout`` short when latency matters: ``consume()`` waits for a *full* batch until
+    the timeout expires. librdkafka prefetches up to ``queued.max.messages.kbytes``
+    (64 MiB by default) per consumer; lower it in ``config`` to bound that memory. The fetch
+    defaults chosen here are explained in :mod:`laneway.sources.kafka_config`. For fast
+    group joins in tests lower ``heartbeat.interval.ms`` (and ``session.timeout.ms`` to the
+    broker's ``group.min.session.timeout.ms``).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        group: str,
+        topics: Sequence[str],
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        settings = build_settings(bootstrap_servers, group, topics, config)
+        self._topics = list(settings.topics)
+        self._incremental = settings.incremental
+        self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
+        try:
+            self._consumer = Consumer(settings.consumer_config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise ConfigError(f"config is not valid for librdkafka: {_describe(exc)}") from exc
+        self._listener: RebalanceListener | None = None
+        self._owned: set[PartitionId] = set()
+        self._paused: set[PartitionId] = set()
+        self._closing = False
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def assignment(self) -> frozenset[PartitionId]:
+        """Partitions currently owned (as reported to the listener)."""
+        return frozenset(self._owned)
+
+    def open(self, listener: RebalanceListener) -> None:
+        """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""
+        self._check_usable()
+        if self._listener is not None:
+            raise SourceError(f"{self._name}: open() was already called")
+        self._listener = listener
+        try:
+            self._consumer.subscribe(
+                self._topics,
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+        except KafkaException as exc:
+            raise SourceError(f"{self._name}: subscribe failed: {_describe(exc)}") from exc
+
+    def poll(self, max_messages: int, timeout: float) -> list[Message]:
+        """Return up to ``max_messages`` messages, in offset order per partition.
+
+        Waits until ``max_messages`` are available or ``timeout`` seconds have passed, then
+        returns what it has. Rebalance callbacks run inside this call. Partition-EOF events
+        and non-fatal errors are logged and skipped; a fatal error (e.g. this static member
+        was fenced) reports the owned partitions to ``on_lost`` and raises
+        :class:`SourceError`.
+        """
+        self._check_opened()
+        try:
+            batch = self._consumer.consume(max_messages, timeout)
+        except KafkaException as exc:
+            raise SourceError(f"{self._name}: consume failed: {_describe(exc)}") from exc
+        messages: list[Message] = []
+        append = messages.append
+        for m in batch:
+            error = m.error()
+            if error is not None:
+                self._skip_or_raise(error)
+                continue
+            # A consumed record's headers are a list of (str, bytes | None) or None.
+            headers: list[tuple[str, bytes | None]] | None = m.headers()  # type: ignore[assignment]
+            append(
+                Message(
+                    m.topic(),  # type: ignore[arg-type]
+                    m.partition(),  # type: ignore[arg-type]
+                    m.offset(),  # type: ignore[arg-type]
+                    m.key(),
+                    m.value(),
+                    () if headers is None else tuple(headers),
+                    m.timestamp()[1],
+                )
+            )
+        return messages
+
+    def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
+        """Commit ``positions`` synchronously; any failed partition raises :class:`SourceError`.
+
+        Only owned partitions may be committed (a commit for a partition another member now
+        owns would overwrite its progress); inside ``on_revoked`` the revoked partitions are
+        still owned.
+        """
+        self._check_opened()
+        if not positions:
+            return
+        foreign = sorted(set(positions) - self._owned)
+        if foreign:
+            raise SourceError(f"{self._name}: cannot commit partitions not owned: {foreign}")
+        offsets = [
+            TopicPartition(topic, partition, pos.offset, metadata=pos.metadata)
+            for (topic, partition), pos in positions.items()
+        ]
+        try:
+            results = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            raise SourceError(self._commit_failure(exc, positions)) from exc
+        failed = [(tp.topic, tp.partition, tp.error) for tp in results if tp.error is not None]
+        if failed:
+            detail = ", ".join(f"{t}[{p}]: {_describe_error(e)}" for t, p, e in failed)
+            raise SourceError(f"{self._name}: commit failed for {detail}")
+
+    def pause(self, partitions: Iterable[PartitionId]) -> None:
+        """Stop fetching ``partitions`` (owned ones only; others are ignored). Idempotent."""
+        self._check_opened()
+        todo = [p for p in set(partitions) if p in self._owned and p not in self._paused]
+        if todo:
+            self._call_partitions(self._consumer.pause, todo, "pause")
+            self._paused.update(todo)
+
+    def resume(self, partitions: Iterable[PartitionId]) -> None:
+        """Undo :meth:`pause` for ``partitions`` (owned ones only). Idempotent."""
+        self._check_opened()
+        todo = [p for p in set(partitions) if p in self._paused]
+        if todo:
+            self._call_partitions(self._consumer.resume, todo, "resume")
+            self._paused.difference_update(todo)
+
+    def close(self) -> None:
+        """Revoke owned partitions through the listener, leave the group, free the client.
+
+        Idempotent. The listener's ``on_revoked`` runs first, while this member still owns
+        its partitions, so commits made there count. (librdkafka's own revocation inside
+        ``Consumer.close()`` can come after it has already left the group — when an earlier
+        assignment event was still pending — where a commit fails with UNKNOWN_MEMBER_ID.)
+        """
+        if self._closing:
+            return
+        self._closing = True
+        owned = sorted(self._owned)
+        try:
+            if owned and self._listener is not None:
+                self._listener.on_revoked(owned)
+        finally:
+            self._owned.clear()
+            self._paused.clear()
+            try:
+                self._consumer.close()
+            except KafkaException as exc:
+                raise SourceError(f"{self._name}: close failed: {_describe(exc)}") from exc
+            finally:
+                self._closed = True
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._closing:
+            # An assignment still queued when close() started: librdkafka treats it as an
+            # unassign (the library's fallback assign call); the listener is not told.
+            return
+        positions = self._committed(consumer, partitions) if partitions else {}
+        start = [
+            TopicPartition(t, p, OFFSET_INVALID if pos is None else pos.offset)
+            for (t, p), pos in positions.items()
+        ]
+        # Assigning with explicit offsets makes fetching start exactly at the positions the
+        # listener is told about; OFFSET_INVALID lets auto.offset.reset decide.
+        if self._incremental:
+            consumer.incremental_assign(start)
+        else:
+            consumer.assign(start)
+        if start:
+            # librdkafka keeps a partition's pause flag across unassign/assign; a partition
+            # newly assigned to this member starts unpaused, as the listener expects.
+            consumer.resume(start)
+        self._owned.update(positions)
+        if positions and self._listener is not None:
+            logger.debug("%s: assigned %s", self._name, sorted(positions))
+            self._listener.on_assigned(positions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=False)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=True)
+
+    def _give_up(self, partitions: list[TopicPartition], lost: bool) -> None:
+        # Only partitions the listener was told about (close() has already revoked its own).
+        ids = [
+            (tp.topic, tp.partition) for tp in partitions if (tp.topic, tp.partition) in self._owned
+        ]
+        if not ids or self._listener is None:
+            return
+        if lost:
+            # Already taken away: no longer owned, so a commit for them fails fast.
+            self._owned.difference_update(ids)
+            self._paused.difference_update(ids)
+            logger.warning("%s: partitions lost: %s", self._name, ids)
+            self._listener.on_lost(ids)
+            return
+        try:
+            # Still owned while the listener runs: its commits for them count.
+            logger.debug("%s: revoked %s", self._name, ids)
+            self._listener.on_revoked(ids)
+        finally:
+            self._owned.difference_update(ids)
+            self._paused.difference_update(ids)
+
+    def _committed(
+        self, consumer: Consumer, partitions: list[TopicPartition]
+    ) -> dict[PartitionId, CommitPosition | None]:
+        query = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        try:
+            found = consumer.committed(query, timeout=COMMITTED_TIMEOUT_S)
+        except KafkaException as exc:
+            raise SourceError(
+                f"{self._name}: reading committed offsets failed: {_describe(exc)}"
+            ) from exc
+        positions: dict[PartitionId, CommitPosition | None] = {}
+        for tp in found:
+            if tp.error is not None:
+                raise SourceError(
+                    f"{self._name}: reading the committed offset of {tp.topic}[{tp.partition}] "
+                    f"failed: {_describe_error(tp.error)}"
+                )
+            positions[(tp.topic, tp.partition)] = (
+                CommitPosition(tp.offset, tp.metadata or "") if tp.offset >= 0 else None
+            )
+        return positions
+
+    def _skip_or_raise(self, error: KafkaError) -> None:
+        # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
+        if error.code() == _FATAL or error.fatal():
+            # The client is unusable and another member may own our partitions already
+            # (e.g. a fenced static member): tell the listener they are lost, then fail.
+            owned = sorted(self._owned)
+            self._owned.clear()
+            self._paused.clear()
+            if owned and self._listener is not None:
+                self._listener.on_lost(owned)
+            raise SourceError(f"{self._name}: fatal consumer error: {_describe_error(error)}")
+        if error.code() == _PARTITION_EOF:
+            logger.debug("%s: %s", self._name, error.str())
+        else:
+            logger.warning("%s: consumer error (skipped): %s", self._name, _describe_error(error))
+
+    def _commit_failure(
+        self, exc: KafkaException, positions: Mapping[PartitionId, CommitPosition]
+    ) -> str:
+        message = f"{self._name}: commit of {sorted(positions)} failed: {_describe(exc)}"
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == _METADATA_TOO_LARGE:
+            size, where = max((len(pos.metadata.encode()), p) for p, pos in positions.items())
+            message += (
+                f"; the largest commit metadata is {size} bytes (partition {where}), more than "
+                "the broker's offset.metadata.max.bytes allows (4096 by default)"
+            )
+        return message
+
+    def _call_partitions(
+        self,
+        method: Callable[[list[TopicPartition]], None],
+        partitions: list[PartitionId],
+        what: str,
+    ) -> None:
+        try:
+            method([TopicPartition(t, p) for t, p in partitions])
+        except KafkaException as exc:
+            raise SourceError(
+                f"{self._name}: {what} {partitions} failed: {_describe(exc)}"
+            ) from exc
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SourceError(f"{self._name}: the source is closed")
+
+    def _check_opened(self) -> None:
+        self._check_usable()
+        if self._listener is None:
+            raise SourceError(f"{self._name}: call open(listener) first")
+
+
+def _describe_error(error: KafkaError) -> str:
+    return f"{error.name()} ({error.str()})"
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return _describe_error(exc.args[0])
+    return str(exc)
