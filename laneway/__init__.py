@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from laneway.consumer import Consumer
+    from laneway.engines.base import Failure
     from laneway.errors import (
         ConfigError,
         HandlerImportError,
@@ -34,6 +35,7 @@ _EXPORTS = {
     "Consumer": "laneway.consumer",
     "ConsumerStats": "laneway.stats",
     "EmbeddedLog": "laneway.sources.embedded",
+    "Failure": "laneway.engines.base",
     "HandlerImportError": "laneway.errors",
     "KafkaSource": "laneway.sources.kafka",
     "LanewayError": "laneway.errors",
@@ -48,6 +50,7 @@ __all__ = [
     "Consumer",
     "ConsumerStats",
     "EmbeddedLog",
+    "Failure",
     "HandlerImportError",
     "KafkaSource",
     "LanewayError",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from laneway.errors import ConfigError
 from laneway.options import EngineKind, Ordering, choice, seconds, whole_number
+from laneway.retry import RetryPolicy
 
 DEFAULT_CONCURRENCY = {
     EngineKind.SYNC: 1,
@@ -37,6 +38,18 @@ class ConsumerConfig:
     ``metadata_max_bytes``    4,096               commit-metadata cap (the broker's
                                                   ``offset.metadata.max.bytes``)
     ``handle_signals``        True                run() stops on SIGINT/SIGTERM (main thread)
+    ``max_retries``           3                   retries of a failing handler (0: run once)
+    ``retry_backoff``         0.1 s               first retry delay; doubles per retry,
+                                                  jittered, capped by ``retry_backoff_max``
+    ``retry_backoff_max``     5.0 s               longest retry delay
+    ``handler_timeout``       None                seconds one attempt may take (async and
+                                                  process engines; see Consumer)
+    ``dead_letter_topic``     ``"{topic}.dlq"``   where messages go after their last attempt
+                                                  (``{topic}`` is replaced); None: log only
+    ``poison_threshold``      None                final failures of one key that open its
+                                                  circuit: its next messages go straight to
+                                                  dead letters for ``poison_cooldown``
+    ``poison_cooldown``       30.0 s              how long a key's circuit stays open
     ========================  ==================  =============================================
     """
 
@@ -49,6 +62,10 @@ class ConsumerConfig:
     drain_timeout: float = 10.0
     metadata_max_bytes: int = 4_096
     handle_signals: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    dead_letter_topic: str | None = "{topic}.dlq"
+    poison_threshold: int | None = None
+    poison_cooldown: float = 30.0
 
     @classmethod
     def build(
@@ -63,6 +80,13 @@ class ConsumerConfig:
         drain_timeout: object = 10.0,
         metadata_max_bytes: object = 4_096,
         handle_signals: object = True,
+        max_retries: object = 3,
+        retry_backoff: object = 0.1,
+        retry_backoff_max: object = 5.0,
+        handler_timeout: object = None,
+        dead_letter_topic: object = "{topic}.dlq",
+        poison_threshold: object = None,
+        poison_cooldown: object = 30.0,
     ) -> ConsumerConfig:
         """Validate raw option values; every error names the option and what is allowed."""
         kind = choice(EngineKind, engine, "engine")
@@ -89,4 +113,47 @@ class ConsumerConfig:
             drain_timeout=seconds(drain_timeout, "drain_timeout", allow_zero=True),
             metadata_max_bytes=whole_number(metadata_max_bytes, "metadata_max_bytes", minimum=64),
             handle_signals=handle_signals,
+            retry=RetryPolicy(
+                max_retries=whole_number(max_retries, "max_retries", minimum=0),
+                backoff=seconds(retry_backoff, "retry_backoff", allow_zero=True),
+                backoff_max=seconds(retry_backoff_max, "retry_backoff_max", allow_zero=True),
+                timeout=_handler_timeout(handler_timeout, kind),
+            ),
+            dead_letter_topic=_dead_letter_topic(dead_letter_topic),
+            poison_threshold=(
+                None
+                if poison_threshold is None
+                else whole_number(poison_threshold, "poison_threshold", minimum=1)
+            ),
+            poison_cooldown=seconds(poison_cooldown, "poison_cooldown"),
         )
+
+
+def _handler_timeout(value: object, engine: EngineKind) -> float | None:
+    if value is None:
+        return None
+    timeout = seconds(value, "handler_timeout")
+    if engine in (EngineKind.SYNC, EngineKind.THREAD):
+        raise ConfigError(
+            f"handler_timeout={value!r} is not valid with engine={engine.value!r}: a thread "
+            "cannot be interrupted; use engine='async' (the attempt is cancelled) or "
+            "engine='process' (the worker is replaced)"
+        )
+    return timeout
+
+
+def _dead_letter_topic(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or value.count("{") != value.count("}"):
+        raise ConfigError(
+            f"dead_letter_topic={value!r} is not valid; expected a topic name, optionally "
+            "with {topic} for the source topic (default '{topic}.dlq'), or None"
+        )
+    try:
+        value.format(topic="t")
+    except (KeyError, IndexError, ValueError):
+        raise ConfigError(
+            f"dead_letter_topic={value!r} is not valid; the only placeholder is {{topic}}"
+        ) from None
+    return value

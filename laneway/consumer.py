@@ -12,6 +12,7 @@ from typing import Any
 
 from laneway.config import ConsumerConfig
 from laneway.control_plane import ControlPlane
+from laneway.dead_letters import FailureCallback
 from laneway.engines.base import Engine
 from laneway.engines.factory import build_engine, check_handler
 from laneway.errors import ConfigError, LanewayError
@@ -30,6 +31,16 @@ class Consumer:
     ``concurrency`` how many handlers run at once; ``max_buffered`` how many fetched
     messages may wait unfinished before the source is paused. Every option, its default
     and its tuning advice: :class:`laneway.config.ConsumerConfig`.
+
+    A handler that raises is retried (``max_retries``, exponential ``retry_backoff`` with
+    jitter, capped by ``retry_backoff_max``) while its key's lane waits; after the last
+    attempt the message goes to ``on_failure(message, failure)`` if given, else to the
+    dead-letter topic ``dead_letter_topic`` (default ``"{topic}.dlq"``, created on first
+    use), and its offset counts as finished only once that succeeded. ``handler_timeout``
+    bounds one attempt: the async engine cancels it, the process engine replaces the
+    worker; threads cannot be interrupted, so sync and thread engines refuse the option.
+    ``poison_threshold`` opens a key's circuit after that many final failures: its next
+    messages go straight to dead letters for ``poison_cooldown`` seconds.
 
     Offsets are committed every ``commit_interval`` seconds, on revocation and on stop,
     and only up to the first unfinished message of each partition; finished offsets
@@ -51,6 +62,14 @@ class Consumer:
         drain_timeout: float = 10.0,
         metadata_max_bytes: int = 4_096,
         handle_signals: bool = True,
+        max_retries: int = 3,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 5.0,
+        handler_timeout: float | None = None,
+        dead_letter_topic: str | None = "{topic}.dlq",
+        on_failure: FailureCallback | None = None,
+        poison_threshold: int | None = None,
+        poison_cooldown: float = 30.0,
     ) -> None:
         self.config = ConsumerConfig.build(
             engine=engine,
@@ -62,7 +81,20 @@ class Consumer:
             drain_timeout=drain_timeout,
             metadata_max_bytes=metadata_max_bytes,
             handle_signals=handle_signals,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
+            handler_timeout=handler_timeout,
+            dead_letter_topic=dead_letter_topic,
+            poison_threshold=poison_threshold,
+            poison_cooldown=poison_cooldown,
         )
+        if on_failure is not None and not callable(on_failure):
+            raise ConfigError(
+                f"on_failure={on_failure!r} is not valid; expected a callable "
+                "(message, failure) or None"
+            )
+        self._on_failure = on_failure
         for method in ("open", "poll", "commit", "pause", "resume", "close"):
             if not callable(getattr(type(source), method, None)):
                 raise ConfigError(
@@ -138,7 +170,7 @@ class Consumer:
         loop: asyncio.AbstractEventLoop | None,
     ) -> ConsumerStats:
         engine = build_engine(self.config, self._handler, self._stop, loop)
-        plane = ControlPlane(self._source, engine, self.config, self._stop)
+        plane = ControlPlane(self._source, engine, self.config, self._stop, self._on_failure)
         try:
             engine.start(plane.completions)
         except BaseException:

@@ -17,7 +17,8 @@ from itertools import groupby
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
-from laneway.engines.base import Completions, Engine, Failure
+from laneway.dead_letters import DeadLetterRouter, FailureCallback
+from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
 from laneway.message import Message, PartitionId
 from laneway.scheduling.ownership import OwnedPartition
@@ -43,9 +44,15 @@ class ControlPlane:
     """
 
     def __init__(
-        self, source: Source, engine: Engine, config: ConsumerConfig, stop: threading.Event
+        self,
+        source: Source,
+        engine: Engine,
+        config: ConsumerConfig,
+        stop: threading.Event,
+        on_failure: FailureCallback | None = None,
     ) -> None:
         self._source = source
+        self._router = DeadLetterRouter(source, config, on_failure)
         self._engine = engine
         self._config = config
         self._stop = stop
@@ -106,7 +113,9 @@ class ControlPlane:
         owned = list(self._owned)
         self._forget_unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
-        while self._engine.in_flight and time.monotonic() < deadline and not abort.is_set():
+        while time.monotonic() < deadline and not abort.is_set():
+            if not self._engine.in_flight and not self._router.pending:
+                break
             self.completions.wait(0.05)
             self._collect()
         self._collect()
@@ -115,6 +124,7 @@ class ControlPlane:
         except SourceError as error:
             log.warning("final commit failed: %s", error)
         self._ended = time.monotonic()
+        self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
         # revoke callback still talks to the engine.
         self._source.close()
@@ -174,17 +184,24 @@ class ControlPlane:
             self._buffered += len(batch) - skipped
             dispatch.extend(runnable)
         if dispatch:
-            self._engine.submit(dispatch)
+            self._submit(dispatch)
+
+    def _submit(self, messages: list[Message]) -> None:
+        runnable = self._router.divert_poisoned(messages)
+        if runnable:
+            self._engine.submit(runnable)
 
     def _collect(self) -> None:
         finished, failed = self.completions.take()
         if failed:
-            self._record_failures(failed)
-            finished.extend(f.message for f in failed)
+            self._router.route(failed)
+        settled = self._router.poll()
+        self._processed += len(finished)
+        self._failed += len(settled)
+        if settled:
+            finished.extend(settled)
         if not finished:
             return
-        self._processed += len(finished) - len(failed)
-        self._failed += len(failed)
         self._latency.record(finished)
         owned = self._owned
         released: list[Message] = []
@@ -193,16 +210,16 @@ class ControlPlane:
             partition = owned.get(pid)
             # Completions of a partition's previous ownership ("zombies", still running
             # when it was revoked) are settled first; they were already unbuffered.
-            settled = min(self._zombies.get(pid, 0), len(offsets))
-            if settled:
-                self._zombies[pid] -= settled
+            stale = min(self._zombies.get(pid, 0), len(offsets))
+            if stale:
+                self._zombies[pid] -= stale
             if partition is None:
                 self._fenced += len(offsets)
                 continue
-            live = len(offsets) - settled
+            live = len(offsets) - stale
             partition.in_engine -= live
             self._buffered -= live
-            if settled:
+            if stale:
                 self._finish_known(partition, offsets)
             else:
                 partition.tracker.finished(offsets)
@@ -210,7 +227,7 @@ class ControlPlane:
                 more = partition.release()
                 released.extend(more)
         if released:
-            self._engine.submit(released)
+            self._submit(released)
 
     @staticmethod
     def _finish_known(partition: OwnedPartition, offsets: list[int]) -> None:
@@ -219,19 +236,6 @@ class ControlPlane:
         for offset in offsets:
             with contextlib.suppress(ValueError):
                 partition.tracker.finished((offset,))
-
-    def _record_failures(self, failures: list[Failure]) -> None:
-        for failure in failures:
-            m = failure.message
-            log.error(
-                "handler failed on %s[%d]@%d after %d attempt(s): %s: %s",
-                m.topic,
-                m.partition,
-                m.offset,
-                failure.attempts,
-                failure.error_type,
-                failure.error_message,
-            )
 
     def _forget_unstarted(self, messages: list[Message]) -> None:
         """Account for messages an engine gave back without running them."""
@@ -280,6 +284,7 @@ class ControlPlane:
         return ConsumerStats(
             processed=self._processed,
             failed=self._failed,
+            dead_lettered=self._router.dead_lettered,
             skipped=self._skipped,
             fenced=self._fenced,
             in_flight=self._engine.in_flight,

@@ -15,8 +15,9 @@ class ConsumerStats:
     """A point-in-time snapshot of a consumer.
 
     ``processed``: messages whose handler finished; ``failed``: messages whose handler
-    raised on its last attempt; ``skipped``: messages fetched again but already finished
-    before (restored from commit metadata); ``fenced``: completions discarded because
+    raised on its last attempt (or whose key's circuit was open), once settled;
+    ``dead_lettered``: those written to the dead-letter topic; ``skipped``: messages
+    fetched again but already finished before (restored from commit metadata); ``fenced``: completions discarded because
     their partition was no longer owned; ``in_flight``: handlers running now;
     ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
     ``committed``: last committed offset per partition; ``elapsed``: seconds from the
@@ -27,6 +28,7 @@ class ConsumerStats:
 
     processed: int = 0
     failed: int = 0
+    dead_lettered: int = 0
     skipped: int = 0
     fenced: int = 0
     in_flight: int = 0

@@ -16,6 +16,9 @@ from laneway.engines.sync import SyncEngine
 from laneway.engines.thread import ThreadEngine
 from laneway.message import Message
 from laneway.options import Ordering
+from laneway.retry import RetryPolicy
+
+ONCE = RetryPolicy(max_retries=0)
 
 
 def workload(count: int, keys: int = 20, partitions: int = 4) -> list[Message]:
@@ -73,7 +76,7 @@ def make_engine(kind: str, ordering: Ordering, rec: Recorder, concurrency: int) 
             await asyncio.sleep(rec.delay)
             rec.leave(lane(m))
 
-        return AsyncEngine(handle_async, ordering, concurrency)
+        return AsyncEngine(handle_async, ordering, concurrency, ONCE)
 
     def handle(m: Message) -> None:
         rec.enter(m, lane(m))
@@ -81,8 +84,8 @@ def make_engine(kind: str, ordering: Ordering, rec: Recorder, concurrency: int) 
         rec.leave(lane(m))
 
     if kind == "sync":
-        return SyncEngine(handle, threading.Event())
-    return ThreadEngine(handle, ordering, concurrency)
+        return SyncEngine(handle, ONCE, threading.Event())
+    return ThreadEngine(handle, ordering, concurrency, ONCE)
 
 
 def collect(completions: Completions, expected: int, timeout: float = 30.0) -> list[Message]:
@@ -132,14 +135,14 @@ def test_a_slow_key_does_not_hold_up_the_others(kind: str) -> None:
                 while not gate.is_set():
                     await asyncio.sleep(0.01)
 
-        engine: Engine = AsyncEngine(handle_async, Ordering.KEY, 4)
+        engine: Engine = AsyncEngine(handle_async, Ordering.KEY, 4, ONCE)
     else:
 
         def handle(m: Message) -> None:
             if m.key == b"slow":
                 gate.wait(10)
 
-        engine = ThreadEngine(handle, Ordering.KEY, 4)
+        engine = ThreadEngine(handle, Ordering.KEY, 4, ONCE)
     completions = Completions()
     engine.start(completions)
     engine.submit([slow, *fast])
@@ -180,11 +183,11 @@ def test_a_raising_handler_is_reported_as_a_failure(kind: str) -> None:
 
     engine: Engine
     if kind == "sync":
-        engine = SyncEngine(boom, threading.Event())
+        engine = SyncEngine(boom, ONCE, threading.Event())
     elif kind == "thread":
-        engine = ThreadEngine(boom, Ordering.KEY, 2)
+        engine = ThreadEngine(boom, Ordering.KEY, 2, ONCE)
     else:
-        engine = AsyncEngine(boom_async, Ordering.KEY, 2)
+        engine = AsyncEngine(boom_async, Ordering.KEY, 2, ONCE)
     completions = Completions()
     engine.start(completions)
     engine.submit([Message("t", 0, i, b"k", b"") for i in range(6)])
@@ -204,7 +207,7 @@ def test_a_raising_handler_is_reported_as_a_failure(kind: str) -> None:
 
 def test_close_is_bounded_with_a_stuck_handler() -> None:
     release = threading.Event()
-    engine = ThreadEngine(lambda m: release.wait(30), Ordering.UNORDERED, 2)
+    engine = ThreadEngine(lambda m: release.wait(30), Ordering.UNORDERED, 2, ONCE)
     engine.start(Completions())
     engine.submit([Message("t", 0, i, None, b"") for i in range(4)])
     time.sleep(0.05)

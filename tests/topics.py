@@ -24,6 +24,12 @@ class LogTopic(Protocol):
 
     def committed(self, group: str) -> dict[int, tuple[int, str]]: ...
 
+    def read(self, topic: str, count: int) -> list[ReadBack]: ...
+
+
+ReadBack = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+"""A record read back from any topic of the log: key, value, headers."""
+
 
 class EmbeddedTopic:
     def __init__(self, partitions: int) -> None:
@@ -43,6 +49,19 @@ class EmbeddedTopic:
 
     def committed(self, group: str) -> dict[int, tuple[int, str]]:
         return {p: (c.offset, c.metadata) for p, c in self.log.committed(group, self.name).items()}
+
+    def read(self, topic: str, count: int) -> list[ReadBack]:
+        if topic not in self.log.topics():
+            return []
+        source = self.log.subscribe([topic], group=f"reader-{len(self.log.topics())}-{id(self)}")
+        source.open(_NoRebalance())
+        out: list[ReadBack] = []
+        for _ in range(50):
+            out += [(m.key, m.value, list(m.headers)) for m in source.poll(count, 0.05)]
+            if len(out) >= count:
+                break
+        source.close()
+        return out
 
 
 class KafkaTopic:
@@ -64,3 +83,22 @@ class KafkaTopic:
 
     def committed(self, group: str) -> dict[int, tuple[int, str]]:
         return kafka_helpers.committed_offsets(self.bootstrap, group, self.name)
+
+    def read(self, topic: str, count: int) -> list[ReadBack]:
+        try:
+            kafka_helpers.partition_ids(self.bootstrap, topic)
+        except LookupError:
+            return []
+        records = kafka_helpers.read_records(self.bootstrap, topic, count)
+        return [(r.key, r.value, r.headers) for r in records]
+
+
+class _NoRebalance:
+    def on_assigned(self, positions: object) -> None:
+        pass
+
+    def on_revoked(self, partitions: object) -> None:
+        pass
+
+    def on_lost(self, partitions: object) -> None:
+        pass

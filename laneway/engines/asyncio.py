@@ -13,6 +13,7 @@ from laneway.engines.base import Completions
 from laneway.engines.invoke import AsyncHandler, run_async
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering
+from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import LaneScheduler, steal
 
 T = TypeVar("T")
@@ -39,10 +40,12 @@ class AsyncEngine:
         handler: AsyncHandler,
         ordering: Ordering,
         concurrency: int,
+        policy: RetryPolicy,
         loop: asyncio.AbstractEventLoop | None = None,
         max_run: int = 256,
     ) -> None:
         self._handler = handler
+        self._policy = policy
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._loop = loop
@@ -150,7 +153,7 @@ class AsyncEngine:
             self._runs[index] = run
             self._executing += 1
             try:
-                done, failed = await run_async(self._handler, run)
+                done, failed = await run_async(self._handler, run, self._policy)
             finally:
                 self._executing -= 1
                 del self._runs[index]

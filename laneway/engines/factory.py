@@ -48,15 +48,15 @@ def build_engine(
     if kind is EngineKind.SYNC:
         from laneway.engines.sync import SyncEngine
 
-        return SyncEngine(handler, stop)
+        return SyncEngine(handler, config.retry, stop)
     if kind is EngineKind.THREAD:
         from laneway.engines.thread import ThreadEngine
 
-        return ThreadEngine(handler, config.ordering, config.concurrency)
+        return ThreadEngine(handler, config.ordering, config.concurrency, config.retry)
     if kind is EngineKind.ASYNC:
         from laneway.engines.asyncio import AsyncEngine
 
-        return AsyncEngine(handler, config.ordering, config.concurrency, loop=loop)
+        return AsyncEngine(handler, config.ordering, config.concurrency, config.retry, loop=loop)
     from laneway.engines.process import ProcessEngine
 
     return cast(Engine, ProcessEngine(handler, config.ordering, config.concurrency))

@@ -1,74 +1,80 @@
-"""Running a handler on a run of messages and turning exceptions into Failures.
+"""Running a handler on a run of messages, with retries, and reporting Failures.
 
-Every engine executes handlers through these two functions, so what counts as a
-failure is decided in one place: any exception, including ``BaseException`` subclasses
-other than ``KeyboardInterrupt`` (which still aborts the worker it interrupts).
+The thread, async and sync engines execute handlers through these two functions;
+what counts as a failure and how it is retried is decided in :mod:`laneway.retry`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 from laneway.engines.base import Failure
 from laneway.message import Message
+from laneway.retry import Interrupted, RetryPolicy, call, call_async
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]
 
 
-def failure(message: Message, error: BaseException, attempts: int = 1) -> Failure:
-    return Failure(message, type(error).__name__, str(error), attempts)
-
-
 def run_sync(
-    handler: SyncHandler, run: deque[Message], stop: threading.Event | None = None
+    handler: SyncHandler,
+    run: deque[Message],
+    policy: RetryPolicy,
+    stop: threading.Event,
 ) -> tuple[list[Message], list[Failure]]:
     """Run ``handler`` on the messages popped from ``run`` until it is empty.
 
     The run is consumed with ``popleft`` so another thread may steal its tail (a
-    revocation does this); each message is run by exactly one side. When ``stop`` is
-    set, the rest of the run is left unstarted (and unreported).
+    revocation does this); each message is run by exactly one side. Once ``stop`` is
+    set, the rest of the run, and a message whose retry backoff the stop cut short, are
+    put back unstarted (and not reported).
     """
     done: list[Message] = []
     failed: list[Failure] = []
+    wait = _waiter(stop)
     while run:
-        if stop is not None and stop.is_set():
+        if stop.is_set():
             break
         try:
             message = run.popleft()
         except IndexError:
             break
         try:
-            handler(message)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as error:
-            failed.append(failure(message, error))
-        else:
+            error = call(handler, message, policy, wait)
+        except Interrupted:
+            run.appendleft(message)
+            break
+        if error is None:
             done.append(message)
+        else:
+            failed.append(Failure(message, *error))
     return done, failed
 
 
 async def run_async(
-    handler: AsyncHandler, run: deque[Message]
+    handler: AsyncHandler, run: deque[Message], policy: RetryPolicy
 ) -> tuple[list[Message], list[Failure]]:
-    """The coroutine twin of :func:`run_sync`."""
+    """The coroutine twin of :func:`run_sync` (cancellation puts the message back)."""
     done: list[Message] = []
     failed: list[Failure] = []
     while run:
         message = run.popleft()
         try:
-            await handler(message)
-        except KeyboardInterrupt:
+            error = await call_async(handler, message, policy)
+        except BaseException:
+            run.appendleft(message)
             raise
-        except BaseException as error:
-            if isinstance(error, asyncio.CancelledError):
-                run.appendleft(message)
-                raise
-            failed.append(failure(message, error))
-        else:
+        if error is None:
             done.append(message)
+        else:
+            failed.append(Failure(message, *error))
     return done, failed
+
+
+def _waiter(stop: threading.Event) -> Callable[[float], bool]:
+    def wait(seconds: float) -> bool:
+        return not stop.wait(seconds)
+
+    return wait

@@ -9,6 +9,7 @@ from collections.abc import Collection
 from laneway.engines.base import Completions
 from laneway.engines.invoke import SyncHandler, run_sync
 from laneway.message import Message, PartitionId
+from laneway.retry import RetryPolicy
 
 
 class SyncEngine:
@@ -19,8 +20,9 @@ class SyncEngine:
     to do trivial work, and the reference the other engines are measured against.
     """
 
-    def __init__(self, handler: SyncHandler, stop: threading.Event) -> None:
+    def __init__(self, handler: SyncHandler, policy: RetryPolicy, stop: threading.Event) -> None:
         self._handler = handler
+        self._policy = policy
         self._stop = stop
         self._completions: Completions | None = None
         self._running = 0
@@ -34,7 +36,7 @@ class SyncEngine:
         run = deque(messages)
         self._running = 1
         try:
-            done, failed = run_sync(self._handler, run, self._stop)
+            done, failed = run_sync(self._handler, run, self._policy, self._stop)
         finally:
             self._running = 0
         self._unstarted.extend(run)

@@ -10,6 +10,7 @@ from laneway.engines.base import Completions
 from laneway.engines.invoke import SyncHandler, run_sync
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering
+from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import LaneScheduler, steal
 
 
@@ -27,9 +28,16 @@ class ThreadEngine:
     """
 
     def __init__(
-        self, handler: SyncHandler, ordering: Ordering, concurrency: int, max_run: int = 256
+        self,
+        handler: SyncHandler,
+        ordering: Ordering,
+        concurrency: int,
+        policy: RetryPolicy,
+        max_run: int = 256,
     ) -> None:
         self._handler = handler
+        self._policy = policy
+        self._closed = threading.Event()
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._cond = threading.Condition()
@@ -69,6 +77,7 @@ class ThreadEngine:
     def close(self, timeout: float) -> None:
         with self._cond:
             self._closing = True
+            self._closed.set()
             for run in self._runs.values():
                 run.clear()
             self._cond.notify_all()
@@ -101,6 +110,6 @@ class ThreadEngine:
                 self._executing += 1
                 if scheduler.has_ready():
                     cond.notify()
-            done, failed = run_sync(self._handler, run)
+            done, failed = run_sync(self._handler, run, self._policy, self._closed)
             self._completions.finished(done)
             self._completions.failed(failed)

@@ -16,6 +16,7 @@ from laneway.message import Header, Message, PartitionId
 from laneway.options import WhenFull, choice, seconds, whole_number
 from laneway.sources.base import CommitPosition
 from laneway.sources.embedded_coordinator import GroupCoordinator
+from laneway.sources.embedded_dead_letters import EmbeddedDeadLetters
 from laneway.sources.embedded_group import Member
 from laneway.sources.embedded_partition import PartitionLog
 from laneway.sources.embedded_source import EmbeddedSource
@@ -302,7 +303,8 @@ class EmbeddedLog:
                 if name not in self._topics:
                     raise UnknownTopicError(self._unknown(name))
             self._groups.subscribe_locked(names, group)
-        return EmbeddedSource(self._groups, Member(group, tuple(sorted(set(names))), timeout))
+        member = Member(group, tuple(sorted(set(names))), timeout)
+        return EmbeddedSource(self._groups, member, lambda: EmbeddedDeadLetters(self))
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """The next offset of every partition of ``topic`` (Kafka's high watermarks)."""

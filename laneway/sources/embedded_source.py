@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from laneway.errors import SourceError
 from laneway.message import Message, PartitionId
 from laneway.options import seconds, whole_number
-from laneway.sources.base import CommitPosition, RebalanceListener
+from laneway.sources.base import CommitPosition, DeadLetterWriter, RebalanceListener
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 
@@ -33,8 +33,14 @@ class EmbeddedSource:
     may call to end a waiting ``poll`` early.
     """
 
-    def __init__(self, coordinator: GroupCoordinator, member: Member) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        member: Member,
+        dead_letters: Callable[[], DeadLetterWriter],
+    ) -> None:
         self._coordinator = coordinator
+        self._dead_letters = dead_letters
         self._member = member
         self._listener: RebalanceListener | None = None
         self._closed = False
@@ -42,6 +48,10 @@ class EmbeddedSource:
     @property
     def name(self) -> str:
         return f"embedded:{self._member.group}/{','.join(self._member.topics)}"
+
+    def dead_letters(self) -> DeadLetterWriter:
+        """A writer appending dead letters to the same log."""
+        return self._dead_letters()
 
     def open(self, listener: RebalanceListener) -> None:
         if self._closed:

@@ -17,7 +17,8 @@ from confluent_kafka import (
 from laneway.errors import ConfigError, SourceError
 from laneway.message import Message, PartitionId
 from laneway.sources.base import CommitPosition, RebalanceListener
-from laneway.sources.kafka_config import build_settings
+from laneway.sources.kafka_config import build_settings, connection_config
+from laneway.sources.kafka_dead_letters import KafkaDeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class KafkaSource:
         self._topics = list(settings.topics)
         self._incremental = settings.incremental
         self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
+        self._connection = connection_config(settings)
         try:
             self._consumer = Consumer(settings.consumer_config)
         except (KafkaException, ValueError, TypeError) as exc:
@@ -93,6 +95,10 @@ class KafkaSource:
     def assignment(self) -> frozenset[PartitionId]:
         """Partitions currently owned (as reported to the listener)."""
         return frozenset(self._owned)
+
+    def dead_letters(self) -> KafkaDeadLetters:
+        """A producer into the same cluster for dead-letter topics (see KafkaDeadLetters)."""
+        return KafkaDeadLetters(self._connection)
 
     def open(self, listener: RebalanceListener) -> None:
         """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""

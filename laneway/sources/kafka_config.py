@@ -171,3 +171,16 @@ def _is_incremental(config: Mapping[str, object]) -> bool:
     if str(config.get("group.protocol", "classic")).lower() == "consumer":
         return True
     return "cooperative" in str(config.get("partition.assignment.strategy", "")).lower()
+
+
+CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.", "socket.")
+"""Consumer settings that also describe how to reach the cluster (reused by producers)."""
+
+
+def connection_config(settings: KafkaSettings) -> dict[str, object]:
+    """The subset of the consumer config a producer or admin client of the same cluster needs."""
+    return {
+        key: value
+        for key, value in settings.consumer_config.items()
+        if key.startswith(CONNECTION_PREFIXES)
+    }

@@ -1,0 +1,120 @@
+"""Retrying a failing handler: the policy, and the one place that decides what a failure is.
+
+Every engine runs a handler through :func:`call` (or :func:`call_async`): any exception,
+``BaseException`` subclasses included, is a failed attempt; after ``max_retries``
+retries the message is given up and reported as a :class:`~laneway.engines.base.Failure`
+(then dead-lettered). The lane of the message waits during the backoff, so its order
+holds; other lanes go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from laneway.message import Message
+
+MAX_ERROR_TEXT = 4_000
+"""Error texts are cut to this many characters (they travel in headers and pipes)."""
+
+ErrorInfo = tuple[str, str, int]
+"""How a message failed for good: ``(error type name, error text, attempts)``."""
+
+
+class Interrupted(Exception):
+    """A backoff was cut short by a stop; the message is left unfinished."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failing handler is retried.
+
+    ``max_retries``: retries after the first attempt (0: run once, never retried —
+    the message still counts as failed and is dead-lettered, never silently committed).
+    ``backoff``: the first delay in seconds; each retry doubles it up to
+    ``backoff_max``, and the delay actually slept is drawn uniformly from half of it to
+    all of it (jitter, so many failing keys don't retry in lockstep). ``timeout``:
+    seconds one attempt may take (``None``: no limit); see ``Consumer``'s
+    ``handler_timeout`` for what each engine does when it passes.
+
+    Tuning: retries hold the key's lane, so a long backoff delays that key's later
+    messages (never other keys'). Keep ``max_retries * backoff_max`` well under the
+    consumer's ``drain_timeout`` if you want revocations to wait for retries.
+    """
+
+    max_retries: int = 3
+    backoff: float = 0.1
+    backoff_max: float = 5.0
+    timeout: float | None = None
+
+    def delay(self, failed_attempts: int) -> float:
+        """Seconds to wait after the given number of failed attempts (1-based)."""
+        ceiling = min(self.backoff_max, self.backoff * 2.0 ** min(failed_attempts - 1, 62))
+        return float(ceiling * random.uniform(0.5, 1.0))
+
+
+def describe(error: BaseException) -> tuple[str, str]:
+    """The type name and bounded text of an exception, even if its ``__str__`` fails."""
+    try:
+        text = str(error)
+    except Exception:
+        text = f"<unprintable {type(error).__name__}>"
+    return type(error).__name__, text[:MAX_ERROR_TEXT]
+
+
+def call(
+    handler: Callable[[Message], object],
+    message: Message,
+    policy: RetryPolicy,
+    wait: Callable[[float], bool],
+) -> ErrorInfo | None:
+    """Run ``handler`` with retries: ``None`` once it returned, else how it failed.
+
+    ``wait(seconds)`` sleeps between attempts and returns False when a stop cut it short,
+    in which case :class:`Interrupted` is raised. ``KeyboardInterrupt`` propagates.
+    """
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            handler(message)
+            return None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            if attempts > policy.max_retries:
+                return (*describe(error), attempts)
+        if not wait(policy.delay(attempts)):
+            raise Interrupted
+
+
+async def call_async(
+    handler: Callable[[Message], Awaitable[object]], message: Message, policy: RetryPolicy
+) -> ErrorInfo | None:
+    """The coroutine twin of :func:`call`; ``policy.timeout`` bounds each attempt."""
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            if policy.timeout is None:
+                await handler(message)
+            else:
+                await _bounded(handler(message), policy.timeout)
+            return None
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except BaseException as error:
+            if attempts > policy.max_retries:
+                return (*describe(error), attempts)
+        await asyncio.sleep(policy.delay(attempts))
+
+
+async def _bounded(awaitable: Awaitable[object], seconds: float) -> None:
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            await awaitable
+    else:
+        await asyncio.wait_for(awaitable, seconds)

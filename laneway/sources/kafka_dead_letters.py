@@ -1,0 +1,88 @@
+"""Dead letters on Kafka: an idempotent producer into ``<topic>.dlq``-style topics."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from laneway.message import Header, Message
+
+log = logging.getLogger("laneway")
+
+Done = Callable[[str | None], None]
+
+METADATA_TIMEOUT = 10.0
+"""Seconds to wait for topic metadata or creation when a dead-letter topic is first used."""
+
+
+class KafkaDeadLetters:
+    """Writes dead letters with an idempotent producer of the source's cluster.
+
+    A dead-letter topic that does not exist is created on first use with the partition
+    count of the source topic (replication: the broker's default). Writes are
+    asynchronous; acknowledgements are handed back through :meth:`poll`, which the
+    consumer calls every loop, so a slow or failing dead-letter topic never blocks the
+    partitions that have nothing to dead-letter.
+    """
+
+    def __init__(self, connection: dict[str, object]) -> None:
+        self._producer = Producer(
+            {**connection, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+        )
+        self._admin = AdminClient(connection)  # type: ignore[arg-type]
+        self._ready_topics: set[str] = set()
+        self._deferred: list[tuple[Done, str | None]] = []
+
+    def write(self, topic: str, message: Message, headers: Sequence[Header], done: Done) -> None:
+        try:
+            self._ensure_topic(topic, message.topic)
+            self._producer.produce(
+                topic,
+                value=message.value,
+                key=message.key,
+                headers=list(headers),
+                on_delivery=lambda error, _record: done(_describe(error)),
+            )
+        except (KafkaException, BufferError) as error:
+            self._deferred.append((done, f"{type(error).__name__}: {error}"))
+
+    def poll(self) -> None:
+        self._producer.poll(0)
+        self._run_deferred()
+
+    def close(self, timeout: float) -> None:
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            log.warning("%d dead letters were not acknowledged before close", remaining)
+        self._run_deferred()
+
+    def _run_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for done, error in deferred:
+            done(error)
+
+    def _ensure_topic(self, topic: str, like: str) -> None:
+        if topic in self._ready_topics:
+            return
+        metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT)
+        existing = metadata.topics.get(topic)
+        if existing is None or existing.error is not None:
+            source = metadata.topics.get(like)
+            partitions = len(source.partitions) if source is not None else 1
+            futures = self._admin.create_topics(
+                [NewTopic(topic, num_partitions=partitions)], request_timeout=METADATA_TIMEOUT
+            )
+            try:
+                futures[topic].result(METADATA_TIMEOUT)
+                log.info("created dead-letter topic %s (%d partitions)", topic, partitions)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+        self._ready_topics.add(topic)
+
+
+def _describe(error: KafkaError | None) -> str | None:
+    return None if error is None else f"{error.name()}: {error.str()}"
