@@ -17,8 +17,9 @@ class ConsumerStats:
     ``processed``: messages whose handler finished; ``failed``: messages whose handler
     raised on its last attempt (or whose key's circuit was open), once settled;
     ``dead_lettered``: those written to the dead-letter topic; ``skipped``: messages
-    fetched again but already finished before (restored from commit metadata); ``fenced``: completions discarded because
-    their partition was no longer owned; ``in_flight``: handlers running now;
+    fetched again but already finished before (restored from commit metadata);
+    ``fenced``: completions discarded because their partition was no longer owned;
+    ``in_flight``: handlers running now;
     ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
     ``committed``: last committed offset per partition; ``elapsed``: seconds from the
     first fetch to now, or to the final commit once the run ended; ``throughput``:
