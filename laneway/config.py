@@ -29,8 +29,9 @@ class ConsumerConfig:
     ``ordering``              ``"key"``           key | partition | unordered
     ``concurrency``           per engine          max handlers running at once (sync 1, thread
                                                   64, async 256, process one per core)
-    ``max_buffered``          10,000              fetched-but-unfinished messages before the
-                                                  source is paused (resumed at half)
+    ``max_buffered``          10,000              fetched-but-unfinished messages; at the
+                                                  bound fetching stops, after 0.25 s there
+                                                  the source is paused (resumed at half)
     ``commit_interval``       1.0 s               how often finished offsets are committed
     ``poll_batch_size``       2,000               most messages fetched by one poll
     ``drain_timeout``         10.0 s              how long stop() and a revocation wait for

@@ -33,14 +33,17 @@ IDLE_POLL_TIMEOUT = 0.1
 """Seconds one poll may wait when nothing is in flight (bounds how late stop() is seen)."""
 BUSY_POLL_TIMEOUT = 0.005
 """Seconds one poll may wait while handlers are running, so completions are seen soon."""
+PAUSE_AFTER = 0.25
+"""Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 
 
 class ControlPlane:
     """Moves messages from a source through an engine and commits what is finished.
 
-    Backpressure: once ``max_buffered`` messages are fetched but unfinished, every owned
-    partition is paused (the source keeps being polled, so a Kafka group session stays
-    alive) until the count falls to half of it.
+    Backpressure: once ``max_buffered`` messages are fetched but unfinished, nothing more
+    is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
+    source keeps being polled, so a Kafka group session stays alive and rebalances are
+    served) until the count falls to half of it.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class ControlPlane:
         self._last_arrival = time.monotonic()
         last_commit = time.monotonic()
         low_water = config.max_buffered // 2
+        full_since: float | None = None
         while True:
             self._collect()
             now = time.monotonic()
@@ -100,7 +104,15 @@ class ControlPlane:
             if self._paused and self._buffered <= low_water:
                 self._set_paused(False)
             elif not self._paused and room <= 0:
+                # Full: fetch nothing more. Pause only if it stays full for a while:
+                # pausing drops the client's prefetched data, so fast handlers that free
+                # room within moments would pay a refetch for nothing.
+                full_since = now if full_since is None else full_since
+                if now - full_since < PAUSE_AFTER:
+                    self.completions.wait(BUSY_POLL_TIMEOUT)
+                    continue
                 self._set_paused(True)
+            full_since = None
             if self._paused:
                 self.completions.wait(IDLE_POLL_TIMEOUT)
                 self._accept(self._source.poll(max(room, 1), 0.0))
