@@ -94,7 +94,8 @@ class ConsumerConfig:
         if concurrency is None:
             workers = DEFAULT_CONCURRENCY[kind]
         else:
-            workers = whole_number(concurrency, "concurrency", minimum=1, maximum=100_000)
+            most = 4 * (os.cpu_count() or 1) if kind is EngineKind.PROCESS else 100_000
+            workers = whole_number(concurrency, "concurrency", minimum=1, maximum=most)
             if kind is EngineKind.SYNC and workers != 1:
                 raise ConfigError(
                     f"concurrency={workers!r} is not valid with engine='sync', which runs one "

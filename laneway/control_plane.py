@@ -308,4 +308,5 @@ class ControlPlane:
             elapsed=elapsed,
             throughput=handled / elapsed if elapsed > 0 else 0.0,
             latency_ms=self._latency.percentiles(),
+            worker_restarts=self._engine.worker_restarts,
         )

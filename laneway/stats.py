@@ -24,7 +24,8 @@ class ConsumerStats:
     ``committed``: last committed offset per partition; ``elapsed``: seconds from the
     first fetch to now, or to the final commit once the run ended; ``throughput``:
     handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
-    p99, max) of produce timestamp -> handler finished over the most recent messages.
+    p99, max) of produce timestamp -> handler finished over the most recent messages;
+    ``worker_restarts``: process-engine workers replaced after they died.
     """
 
     processed: int = 0

@@ -85,6 +85,10 @@ class AsyncEngine:
         return self._call(cancel_in_loop)
 
     @property
+    def worker_restarts(self) -> int:
+        return 0
+
+    @property
     def in_flight(self) -> int:
         return self._executing
 

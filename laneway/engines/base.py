@@ -97,5 +97,9 @@ class Engine(Protocol):
     def in_flight(self) -> int:
         """Handlers executing right now."""
 
+    @property
+    def worker_restarts(self) -> int:
+        """Workers replaced after they died (process engine; 0 for the others)."""
+
     def close(self, timeout: float) -> None:
         """Stop workers, waiting up to ``timeout`` s for running handlers. Idempotent."""

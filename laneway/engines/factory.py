@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
@@ -59,4 +59,4 @@ def build_engine(
         return AsyncEngine(handler, config.ordering, config.concurrency, config.retry, loop=loop)
     from laneway.engines.process import ProcessEngine
 
-    return cast(Engine, ProcessEngine(handler, config.ordering, config.concurrency))
+    return ProcessEngine(handler, config.ordering, config.concurrency, config.retry)

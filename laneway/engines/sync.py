@@ -50,6 +50,10 @@ class SyncEngine:
         return dropped
 
     @property
+    def worker_restarts(self) -> int:
+        return 0
+
+    @property
     def in_flight(self) -> int:
         return self._running
 

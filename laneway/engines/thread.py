@@ -71,6 +71,10 @@ class ThreadEngine:
         return dropped
 
     @property
+    def worker_restarts(self) -> int:
+        return 0
+
+    @property
     def in_flight(self) -> int:
         return self._executing
 

@@ -1,0 +1,114 @@
+"""Handlers for the process engine tests, importable by name from worker processes.
+
+Handlers that record what they did append ``key offset pid start end`` lines to a
+per-process file in the directory named by the ``LANEWAY_TEST_RECORD_DIR`` environment
+variable (workers inherit the parent's environment when they are spawned).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import TextIO
+
+from laneway.message import Message
+
+RECORD_DIR = "LANEWAY_TEST_RECORD_DIR"
+
+_record_file: list[TextIO] = []
+
+
+def noop(message: Message) -> None:
+    """Does nothing: measures the engine's own cost."""
+
+
+def sha256_500(message: Message) -> None:
+    """500 rounds of sha256 over the value: the CPU benchmark's unit of work."""
+    digest = message.value or b""
+    for _ in range(500):
+        digest = hashlib.sha256(digest).digest()
+
+
+def record(message: Message) -> None:
+    """Record key, offset, pid and start/end times; sleep ``float(value)`` s if given."""
+    start = time.monotonic()
+    if message.value:
+        time.sleep(float(message.value))
+    end = time.monotonic()
+    if not _record_file:
+        path = os.path.join(os.environ[RECORD_DIR], f"worker-{os.getpid()}.txt")
+        _record_file.append(open(path, "a", buffering=1))  # noqa: SIM115 - kept for the process
+    key = message.key.decode() if message.key is not None else "-"
+    _record_file[0].write(
+        f"{message.topic} {message.partition} {key} {message.offset} {os.getpid()} {start} {end}\n"
+    )
+
+
+def fail_on_multiples_of_seven(message: Message) -> None:
+    """Raises ValueError for offsets divisible by 7, returns for the others."""
+    if message.offset % 7 == 0:
+        raise ValueError(f"offset {message.offset} is divisible by 7")
+
+
+def raise_base_exceptions(message: Message) -> None:
+    """Raises SystemExit for value b"exit", KeyboardInterrupt for b"interrupt"."""
+    if message.value == b"exit":
+        raise SystemExit(3)
+    if message.value == b"interrupt":
+        raise KeyboardInterrupt("stop it")
+
+
+def exit_on_poison(message: Message) -> None:
+    """Kills its own process (no cleanup) for value b"poison"; sleeps 1 ms otherwise."""
+    if message.value == b"poison":
+        os._exit(7)
+    time.sleep(0.001)
+
+
+def sleep_value(message: Message) -> None:
+    """Sleeps ``float(value)`` seconds."""
+    time.sleep(float(message.value or b"0"))
+
+
+not_importable_lambda = lambda message: None  # noqa: E731 - the point of the test
+
+
+class ExitWhenUnpickled:
+    """A handler whose unpickling (in a worker, at start-up) kills the worker process."""
+
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        return (os._exit, (5,))
+
+    def __call__(self, message: Message) -> None:
+        return None
+
+
+class RefuseWhileFileExists:
+    """A handler that cannot be loaded in a worker while the file at ``path`` exists."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (load_unless_file_exists, (self.path,))
+
+    def __call__(self, message: Message) -> None:
+        time.sleep(0.001)
+
+
+def load_unless_file_exists(path: str) -> RefuseWhileFileExists:
+    if os.path.exists(path):
+        raise ImportError(f"{path} exists")
+    return RefuseWhileFileExists(path)
+
+
+_attempts: dict[tuple[str, int, int], int] = {}
+
+
+def fail_first_two_attempts(message: Message) -> None:
+    """Raises RuntimeError on the first two attempts at each message (counted per process)."""
+    where = (message.topic, message.partition, message.offset)
+    _attempts[where] = _attempts.get(where, 0) + 1
+    if _attempts[where] <= 2:
+        raise RuntimeError(f"attempt {_attempts[where]} failed")
