@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from laneway.message import Message
 from laneway.options import Ordering
-from laneway.scheduling.lanes import LaneScheduler, steal
+from laneway.scheduling.lanes import LaneScheduler, steal, steal_half
 
 
 def messages(keys: list[int], partitions: int = 2) -> list[Message]:
@@ -118,3 +118,12 @@ def test_random_interleavings_keep_lane_order_and_lose_nothing(
     for m in done:
         assert seen.get(lane(m), -1) < m.offset, "a lane ran out of offset order"
         seen[lane(m)] = m.offset
+
+
+def test_steal_half_takes_the_tail_of_the_longest_run_in_order() -> None:
+    short = deque(messages([0, 0]))
+    long = deque(messages([1] * 7, partitions=1))
+    stolen = steal_half([short, long])
+    assert [m.offset for m in stolen] == [3, 4, 5, 6]
+    assert [m.offset for m in long] == [0, 1, 2]
+    assert steal_half([deque()]) == [] and steal_half([]) == []

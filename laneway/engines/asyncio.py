@@ -14,7 +14,7 @@ from laneway.engines.invoke import AsyncHandler, run_async
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
-from laneway.scheduling.lanes import LaneScheduler, steal
+from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 
 T = TypeVar("T")
 
@@ -145,6 +145,9 @@ class AsyncEngine:
         completions = self._completions
         while not self._closing:
             claim = scheduler.claim()
+            if claim is None and not scheduler.ordered:
+                stolen = steal_half(self._runs.values())
+                claim = (UNORDERED_LANE, stolen) if stolen else None
             if claim is None:
                 future: asyncio.Future[None] = loop.create_future()
                 self._idle.append(future)

@@ -11,7 +11,7 @@ from laneway.engines.invoke import SyncHandler, run_sync
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
-from laneway.scheduling.lanes import LaneScheduler, steal
+from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 
 
 class ThreadEngine:
@@ -107,6 +107,11 @@ class ThreadEngine:
                     claim = scheduler.claim()
                     if claim is not None:
                         break
+                    if not scheduler.ordered:
+                        stolen = steal_half(self._runs.values())
+                        if stolen:
+                            claim = UNORDERED_LANE, stolen
+                            break
                     cond.wait()
                 lane, batch = claim
                 run = deque(batch)

@@ -19,14 +19,15 @@ engine uses it from its event loop only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterable
 
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering
 
 LaneOf = Callable[[Message], Hashable]
 
-_UNORDERED = "unordered"
+UNORDERED_LANE = "unordered"
+"""The lane id of every unordered run (releasing it is a no-op)."""
 
 
 def by_key(m: Message) -> Hashable:
@@ -105,7 +106,7 @@ class LaneScheduler:
             size = min(self._max_run, max(1, len(queue) // self._workers))
             run = [queue.popleft() for _ in range(size)]
             self.queued -= size
-            return _UNORDERED, run
+            return UNORDERED_LANE, run
         if not self._ready:
             return None
         lane = self._ready.popleft()
@@ -183,3 +184,23 @@ def steal(
     wanted = [m for m in stolen if (m.topic, m.partition) in partitions]
     scheduler.add([m for m in stolen if (m.topic, m.partition) not in partitions])
     return wanted
+
+
+def steal_half(runs: Iterable[deque[Message]]) -> list[Message]:
+    """Unordered mode only: take half (rounded up) of the unstarted tail of the longest run.
+
+    A worker that finds nothing queued calls this before going idle, so one slow message
+    never holds the rest of its run while other workers wait. The owner pops from the
+    left and the thief from the right; both are atomic, so no message runs twice.
+    """
+    longest = max(runs, key=len, default=None)
+    if not longest:
+        return []
+    stolen: list[Message] = []
+    for _ in range((len(longest) + 1) // 2):
+        try:
+            stolen.append(longest.pop())
+        except IndexError:
+            break
+    stolen.reverse()
+    return stolen
