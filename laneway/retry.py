@@ -76,45 +76,85 @@ def call(
     ``wait(seconds)`` sleeps between attempts and returns False when a stop cut it short,
     in which case :class:`Interrupted` is raised. ``KeyboardInterrupt`` propagates.
     """
-    attempts = 0
-    while True:
+    try:
+        handler(message)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        return retry(handler, message, policy, wait, error)
+    return None
+
+
+def retry(
+    handler: Callable[[Message], object],
+    message: Message,
+    policy: RetryPolicy,
+    wait: Callable[[float], bool],
+    error: BaseException,
+) -> ErrorInfo | None:
+    """The first attempt raised ``error``: retry as the policy says (see :func:`call`).
+
+    Engines make the first attempt inline, so a handler that succeeds costs no extra
+    call, and come here only when it raised.
+    """
+    attempts = 1
+    while attempts <= policy.max_retries:
+        if not wait(policy.delay(attempts)):
+            raise Interrupted
         attempts += 1
         try:
             handler(message)
-            return None
         except KeyboardInterrupt:
             raise
-        except BaseException as error:
-            if attempts > policy.max_retries:
-                return (*describe(error), attempts)
-        if not wait(policy.delay(attempts)):
-            raise Interrupted
+        except BaseException as next_error:
+            error = next_error
+        else:
+            return None
+    return (*describe(error), attempts)
 
 
 async def call_async(
     handler: Callable[[Message], Awaitable[object]], message: Message, policy: RetryPolicy
 ) -> ErrorInfo | None:
     """The coroutine twin of :func:`call`; ``policy.timeout`` bounds each attempt."""
-    attempts = 0
-    while True:
+    try:
+        await _attempt(handler, message, policy.timeout)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise
+    except BaseException as error:
+        return await retry_async(handler, message, policy, error)
+    return None
+
+
+async def retry_async(
+    handler: Callable[[Message], Awaitable[object]],
+    message: Message,
+    policy: RetryPolicy,
+    error: BaseException,
+) -> ErrorInfo | None:
+    """The coroutine twin of :func:`retry`."""
+    attempts = 1
+    while attempts <= policy.max_retries:
+        await asyncio.sleep(policy.delay(attempts))
         attempts += 1
         try:
-            if policy.timeout is None:
-                await handler(message)
-            else:
-                await _bounded(handler(message), policy.timeout)
-            return None
+            await _attempt(handler, message, policy.timeout)
         except (KeyboardInterrupt, asyncio.CancelledError):
             raise
-        except BaseException as error:
-            if attempts > policy.max_retries:
-                return (*describe(error), attempts)
-        await asyncio.sleep(policy.delay(attempts))
+        except BaseException as next_error:
+            error = next_error
+        else:
+            return None
+    return (*describe(error), attempts)
 
 
-async def _bounded(awaitable: Awaitable[object], seconds: float) -> None:
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(seconds):
-            await awaitable
+async def _attempt(
+    handler: Callable[[Message], Awaitable[object]], message: Message, timeout: float | None
+) -> None:
+    if timeout is None:
+        await handler(message)
+    elif sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            await handler(message)
     else:
-        await asyncio.wait_for(awaitable, seconds)
+        await asyncio.wait_for(handler(message), timeout)

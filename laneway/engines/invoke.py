@@ -6,13 +6,14 @@ what counts as a failure and how it is retried is decided in :mod:`laneway.retry
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 from laneway.engines.base import Failure
 from laneway.message import Message
-from laneway.retry import Interrupted, RetryPolicy, call, call_async
+from laneway.retry import Interrupted, RetryPolicy, call_async, retry, retry_async
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]
@@ -42,14 +43,19 @@ def run_sync(
         except IndexError:
             break
         try:
-            error = call(handler, message, policy, wait)
-        except Interrupted:
-            run.appendleft(message)
-            break
-        if error is None:
-            done.append(message)
-        else:
-            failed.append(Failure(message, *error))
+            handler(message)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as first_error:
+            try:
+                error = retry(handler, message, policy, wait, first_error)
+            except Interrupted:
+                run.appendleft(message)
+                break
+            if error is not None:
+                failed.append(Failure(message, *error))
+                continue
+        done.append(message)
     return done, failed
 
 
@@ -59,10 +65,21 @@ async def run_async(
     """The coroutine twin of :func:`run_sync` (cancellation puts the message back)."""
     done: list[Message] = []
     failed: list[Failure] = []
+    inline = policy.timeout is None
     while run:
         message = run.popleft()
         try:
-            error = await call_async(handler, message, policy)
+            if inline:
+                try:
+                    await handler(message)
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    raise
+                except BaseException as first_error:
+                    error = await retry_async(handler, message, policy, first_error)
+                else:
+                    error = None
+            else:
+                error = await call_async(handler, message, policy)
         except BaseException:
             run.appendleft(message)
             raise
