@@ -44,7 +44,7 @@ def read_all(log: EmbeddedLog, topic: str, group: str) -> tuple[EmbeddedSource, 
 
 
 def fields(messages: list[Message]) -> list[tuple[object, ...]]:
-    return [m.as_tuple() for m in messages]
+    return [tuple(m) for m in messages]
 
 
 def fill(path: Path, count: int = 30) -> list[tuple[object, ...]]:

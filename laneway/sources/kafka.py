@@ -132,6 +132,7 @@ class KafkaSource:
             raise SourceError(f"{self._name}: consume failed: {_describe(exc)}") from exc
         messages: list[Message] = []
         append = messages.append
+        new_message = tuple.__new__  # Message(...) without its Python-level __new__
         for m in batch:
             error = m.error()
             if error is not None:
@@ -140,14 +141,17 @@ class KafkaSource:
             # A consumed record's headers are a list of (str, bytes | None) or None.
             headers: list[tuple[str, bytes | None]] | None = m.headers()  # type: ignore[assignment]
             append(
-                Message(
-                    m.topic(),  # type: ignore[arg-type]
-                    m.partition(),  # type: ignore[arg-type]
-                    m.offset(),  # type: ignore[arg-type]
-                    m.key(),
-                    m.value(),
-                    () if headers is None else tuple(headers),
-                    m.timestamp()[1],
+                new_message(
+                    Message,
+                    (
+                        m.topic(),
+                        m.partition(),
+                        m.offset(),
+                        m.key(),
+                        m.value(),
+                        () if headers is None else tuple(headers),
+                        m.timestamp()[1],
+                    ),
                 )
             )
         return messages
