@@ -43,7 +43,11 @@ class ControlPlane:
     Backpressure: once ``max_buffered`` messages are fetched but unfinished, nothing more
     is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
     source keeps being polled, so a Kafka group session stays alive and rebalances are
-    served) until the count falls to half of it.
+    served) until the count falls to half of it. Within the bound, a partition holding
+    more than its fair share (``max_buffered`` / owned partitions) is paused on its own
+    until it is down to three quarters of it, and one poll asks for no more than a share:
+    Kafka delivers messages in large per-partition chunks, and without this a few
+    partitions would fill the buffer and leave the keys of the others with no work.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class ControlPlane:
         self._latency = LatencyWindow()
         self._buffered = 0
         self._paused = False
+        self._over_share: set[PartitionId] = set()
         self._processed = 0
         self._failed = 0
         self._skipped = 0
@@ -100,6 +105,8 @@ class ControlPlane:
             if now - last_commit >= config.commit_interval:
                 self._commit(self._owned)
                 last_commit = now
+            if self._over_share:
+                self._resume_under_share()
             room = config.max_buffered - self._buffered
             if self._paused and self._buffered <= low_water:
                 self._set_paused(False)
@@ -118,7 +125,8 @@ class ControlPlane:
                 self._accept(self._source.poll(max(room, 1), 0.0))
                 continue
             timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
-            self._accept(self._source.poll(min(room, config.poll_batch_size), timeout))
+            most = min(room, config.poll_batch_size, self._share())
+            self._accept(self._source.poll(most, timeout))
 
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
@@ -185,6 +193,7 @@ class ControlPlane:
             self._started = time.monotonic()
         self._last_arrival = time.monotonic()
         dispatch: list[Message] = []
+        over: list[PartitionId] = []
         owned = self._owned
         for pid, group in groupby(messages, key=_partition_of):
             partition = owned.get(pid)
@@ -195,8 +204,29 @@ class ControlPlane:
             self._skipped += skipped
             self._buffered += len(batch) - skipped
             dispatch.extend(runnable)
+            if partition.buffered >= self._share() and pid not in self._over_share:
+                over.append(pid)
         if dispatch:
             self._submit(dispatch)
+        if over:
+            self._over_share.update(over)
+            if not self._paused:
+                self._source.pause(over)
+
+    def _share(self) -> int:
+        """A partition's fair share of ``max_buffered`` among the owned partitions."""
+        return max(1, self._config.max_buffered // max(1, len(self._owned)))
+
+    def _resume_under_share(self) -> None:
+        half = self._share() * 3 // 4
+        back = [
+            p for p in self._over_share if p not in self._owned or self._owned[p].buffered <= half
+        ]
+        if not back:
+            return
+        self._over_share.difference_update(back)
+        if not self._paused:
+            self._source.resume([p for p in back if p in self._owned])
 
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
@@ -260,6 +290,7 @@ class ControlPlane:
 
     def _give_up(self, partitions: Iterable[PartitionId]) -> None:
         for pid in partitions:
+            self._over_share.discard(pid)
             partition = self._owned.pop(pid)
             self._buffered -= len(partition.held) + partition.in_engine
             if partition.in_engine:
@@ -286,7 +317,7 @@ class ControlPlane:
         if paused:
             self._source.pause(self._owned)
         else:
-            self._source.resume(self._owned)
+            self._source.resume([p for p in self._owned if p not in self._over_share])
         self._paused = paused
 
     def stats(self) -> ConsumerStats:

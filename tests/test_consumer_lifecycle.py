@@ -149,3 +149,37 @@ def test_buffering_stays_bounded_with_a_million_message_backlog(
     assert stats.processed == backlog
     assert max(samples) <= max_buffered, f"peak buffered {max(samples)} > {max_buffered}"
     assert any(paused), "the source was never paused while the handlers were blocked"
+
+
+@pytest.mark.parametrize(
+    "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+)
+def test_the_buffer_is_shared_fairly_across_partitions(
+    source_kind: str, request: pytest.FixtureRequest
+) -> None:
+    records = [(f"p{i % 8}-{i}".encode(), b"v") for i in range(8_000)]
+    topic: EmbeddedTopic | KafkaTopic
+    if source_kind == "embedded":
+        topic = EmbeddedTopic(partitions=8)
+    else:
+        topic = KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions=8)
+    topic.produce(records)
+    first: list[int] = []
+    lock = threading.Lock()
+
+    def handle(message: Message) -> None:
+        with lock:
+            first.append(message.partition)
+        time.sleep(0.0005)
+
+    laneway.Consumer(
+        topic.source("fair"),
+        handle,
+        engine="thread",
+        ordering="partition",
+        concurrency=8,
+        max_buffered=800,
+        handle_signals=False,
+    ).run(max_messages=len(records))
+    early = set(first[:400])
+    assert early == set(range(8)), f"only partitions {sorted(early)} got work at first"

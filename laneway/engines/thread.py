@@ -59,7 +59,9 @@ class ThreadEngine:
     def submit(self, messages: list[Message]) -> None:
         with self._cond:
             self._scheduler.add(messages)
-            self._cond.notify(self._scheduler.ready_lanes())
+            # One wake-up; each worker that claims while more is ready wakes the next, so
+            # threads join as fast as work appears instead of all at once.
+            self._cond.notify()
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)

@@ -59,6 +59,11 @@ class OwnedPartition:
         self.in_engine += len(released)
         return released
 
+    @property
+    def buffered(self) -> int:
+        """Fetched, unfinished messages of this partition (dispatched or held back)."""
+        return self.in_engine + len(self.held)
+
     def position_to_commit(self) -> CommitPosition | None:
         """The position to commit, or ``None`` if it equals the last one committed."""
         position = self.tracker.position()
