@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kafka_helpers import run_kafka_script
+from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
 BOOTSTRAP_ENV = "LANEWAY_KAFKA_BOOTSTRAP"
 # The first start in a fresh clone downloads the broker jars with Maven.
@@ -39,3 +40,15 @@ def kafka_bootstrap() -> Iterator[str]:
         stopped = run_kafka_script("stop", timeout_s=60.0)
         if stopped.returncode != 0:
             sys.stderr.write(f"scripts/kafka stop failed:\n{stopped.stderr}")
+
+
+@pytest.fixture
+def make_topic(request: pytest.FixtureRequest) -> Callable[[str, int], LogTopic]:
+    """Make a fresh topic on the embedded log (``"embedded"``) or the real broker (``"kafka"``)."""
+
+    def make(kind: str, partitions: int) -> LogTopic:
+        if kind == "embedded":
+            return EmbeddedTopic(partitions)
+        return KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions)
+
+    return make

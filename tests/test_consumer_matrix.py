@@ -13,29 +13,18 @@ from pathlib import Path
 
 import pytest
 import recording
-from topics import EmbeddedTopic, KafkaTopic, LogTopic, Record
+from topics import SOURCES, LogTopic, Record
 
 import laneway
 
 ENGINES = ["sync", "thread", "async", "process"]
 ORDERINGS = ["key", "partition", "unordered"]
-SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 
 
 @pytest.fixture
 def record_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(recording.RECORD_DIR, str(tmp_path))
     return tmp_path
-
-
-@pytest.fixture
-def make_topic(request: pytest.FixtureRequest) -> Callable[[str, int], LogTopic]:
-    def make(kind: str, partitions: int) -> LogTopic:
-        if kind == "embedded":
-            return EmbeddedTopic(partitions)
-        return KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions)
-
-    return make
 
 
 def workload(count: int, keys: int, work_ms: float, seed: int = 7) -> list[Record]:

@@ -9,22 +9,10 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import pytest
-from topics import EmbeddedTopic, KafkaTopic, LogTopic
+from topics import SOURCES, EmbeddedTopic, LogTopic
 
 import laneway
 from laneway.message import Message
-
-SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
-
-
-@pytest.fixture
-def make_topic(request: pytest.FixtureRequest) -> Callable[[str, int], LogTopic]:
-    def make(kind: str, partitions: int) -> LogTopic:
-        if kind == "embedded":
-            return EmbeddedTopic(partitions)
-        return KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions)
-
-    return make
 
 
 class Calls:

@@ -8,23 +8,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from topics import EmbeddedTopic, KafkaTopic, LogTopic
+from topics import SOURCES, LogTopic
 
 import laneway
 from laneway.message import Message
 from laneway.scheduling.offset_codec import decode, max_span
-
-SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
-
-
-@pytest.fixture
-def make_topic(request: pytest.FixtureRequest) -> Callable[[str, int], LogTopic]:
-    def make(kind: str, partitions: int) -> LogTopic:
-        if kind == "embedded":
-            return EmbeddedTopic(partitions)
-        return KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions)
-
-    return make
 
 
 @pytest.mark.parametrize("source_kind", SOURCES)

@@ -6,11 +6,15 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import kafka_helpers
+import pytest
 
 import laneway
 from laneway.sources.base import Source
 
 Record = tuple[bytes | None, bytes]
+
+SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+"""Parametrize a test over both sources (use with the ``make_topic`` fixture)."""
 
 
 class LogTopic(Protocol):
