@@ -43,11 +43,13 @@ class ControlPlane:
     Backpressure: once ``max_buffered`` messages are fetched but unfinished, nothing more
     is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
     source keeps being polled, so a Kafka group session stays alive and rebalances are
-    served) until the count falls to half of it. Within the bound, a partition holding
-    more than its fair share (``max_buffered`` / owned partitions) is paused on its own
-    until it is down to three quarters of it, and one poll asks for no more than a share:
-    Kafka delivers messages in large per-partition chunks, and without this a few
-    partitions would fill the buffer and leave the keys of the others with no work.
+    served) until the count falls to half of it. One poll asks for no more than a fair
+    share (``max_buffered`` / owned partitions), and once less than half the buffer is
+    free, partitions holding more than their share are paused on their own (until they
+    are under three quarters of it, or three quarters is free): Kafka delivers messages
+    in large per-partition chunks, and without this a few partitions would fill the
+    buffer and leave the keys of the others with no work. Pausing only when the buffer is
+    filling matters because a Kafka pause drops the partition's prefetched messages.
     """
 
     def __init__(
@@ -105,9 +107,8 @@ class ControlPlane:
             if now - last_commit >= config.commit_interval:
                 self._commit(self._owned)
                 last_commit = now
-            if self._over_share:
-                self._resume_under_share()
             room = config.max_buffered - self._buffered
+            self._balance(room)
             if self._paused and self._buffered <= low_water:
                 self._set_paused(False)
             elif not self._paused and room <= 0:
@@ -193,7 +194,6 @@ class ControlPlane:
             self._started = time.monotonic()
         self._last_arrival = time.monotonic()
         dispatch: list[Message] = []
-        over: list[PartitionId] = []
         owned = self._owned
         for pid, group in groupby(messages, key=_partition_of):
             partition = owned.get(pid)
@@ -204,29 +204,40 @@ class ControlPlane:
             self._skipped += skipped
             self._buffered += len(batch) - skipped
             dispatch.extend(runnable)
-            if partition.buffered >= self._share() and pid not in self._over_share:
-                over.append(pid)
         if dispatch:
             self._submit(dispatch)
-        if over:
-            self._over_share.update(over)
-            if not self._paused:
-                self._source.pause(over)
 
     def _share(self) -> int:
         """A partition's fair share of ``max_buffered`` among the owned partitions."""
         return max(1, self._config.max_buffered // max(1, len(self._owned)))
 
-    def _resume_under_share(self) -> None:
-        half = self._share() * 3 // 4
-        back = [
-            p for p in self._over_share if p not in self._owned or self._owned[p].buffered <= half
-        ]
-        if not back:
+    def _balance(self, room: int) -> None:
+        """Pause partitions over their share once less than half the buffer is free; resume
+        them when they are under three quarters of it or three quarters is free again."""
+        share = self._share()
+        if self._over_share:
+            plenty = room >= self._config.max_buffered * 3 // 4
+            low = share * 3 // 4
+            back = [
+                p
+                for p in self._over_share
+                if plenty or p not in self._owned or self._owned[p].buffered <= low
+            ]
+            if back:
+                self._over_share.difference_update(back)
+                if not self._paused:
+                    self._source.resume([p for p in back if p in self._owned])
+        if room >= self._config.max_buffered // 2:
             return
-        self._over_share.difference_update(back)
-        if not self._paused:
-            self._source.resume([p for p in back if p in self._owned])
+        over = [
+            pid
+            for pid, partition in self._owned.items()
+            if partition.buffered >= share and pid not in self._over_share
+        ]
+        if over:
+            self._over_share.update(over)
+            if not self._paused:
+                self._source.pause(over)
 
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)

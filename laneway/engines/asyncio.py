@@ -57,6 +57,9 @@ class AsyncEngine:
         self._executing = 0
         self._closing = False
         self._completions = Completions()
+        self._inbox_lock = threading.Lock()
+        self._inbox: list[Message] = []
+        self._feed_pending = False
 
     def start(self, completions: Completions) -> None:
         self._completions = completions
@@ -70,7 +73,19 @@ class AsyncEngine:
 
     def submit(self, messages: list[Message]) -> None:
         assert self._loop is not None, "start() first"
-        self._loop.call_soon_threadsafe(self._feed, messages)
+        with self._inbox_lock:
+            self._inbox.extend(messages)
+            if self._feed_pending:
+                return
+            self._feed_pending = True
+        # One cross-thread wake-up per loop turn, however many batches arrive meanwhile.
+        self._loop.call_soon_threadsafe(self._feed_inbox)
+
+    def _feed_inbox(self) -> None:
+        with self._inbox_lock:
+            messages, self._inbox = self._inbox, []
+            self._feed_pending = False
+        self._feed(messages)
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)
