@@ -7,6 +7,7 @@ import os
 import click
 
 from laneway import __version__
+from laneway.bench.command import bench
 
 ENGINES = ("sync", "thread", "async", "process")
 
@@ -58,3 +59,6 @@ def demo(messages: int, partitions: int, keys: int, work_ms: float, engines: str
     click.echo(demo_module.format_table(rows))
     if not all(row.committed_all and row.messages >= messages for row in rows):
         raise SystemExit(1)
+
+
+main.add_command(bench)

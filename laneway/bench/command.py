@@ -1,0 +1,223 @@
+"""The ``laneway bench`` click commands (add to the CLI with ``main.add_command(bench)``).
+
+Only click and laneway's core are imported here; the ``bench`` extra's heavy modules (rich,
+hdrh, matplotlib, pyinstrument, psutil) are imported when a benchmark actually runs, with a
+clear message when they are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from laneway.bench.scenarios import ENGINES, ORDERINGS, SCENARIOS, Overrides
+
+EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
+
+
+def _missing_extra(error: ModuleNotFoundError) -> click.ClickException:
+    """The ClickException for a missing ``bench`` extra; re-raise anything else."""
+    if error.name is None or error.name.split(".")[0] not in EXTRAS:
+        raise error
+    return click.ClickException(
+        f"laneway bench needs the optional dependency {error.name!r}: pip install 'laneway[bench]'"
+    )
+
+
+def _names(
+    allowed: tuple[str, ...],
+) -> Callable[[click.Context, click.Parameter, str], tuple[str, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+        chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+        unknown = [v for v in chosen if v not in allowed]
+        if unknown or not chosen:
+            raise click.BadParameter(
+                f"{','.join(unknown) or repr(value)} is not allowed; choose from "
+                f"{', '.join(allowed)} (comma-separated)"
+            )
+        return chosen
+
+    return parse
+
+
+def _counts(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        counts = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        counts = ()
+    if not counts or any(c < 1 or c > 1_000_000 for c in counts):
+        raise click.BadParameter(
+            f"{value!r} is not valid; expected whole numbers from 1 to 1,000,000, "
+            "comma-separated (e.g. 1,10,100)"
+        )
+    return counts
+
+
+def _orderings(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[str, ...] | None:
+    return None if value is None else _names(ORDERINGS)(ctx, param, value)
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--scenarios",
+    default=",".join(SCENARIOS),
+    show_default=True,
+    callback=_names(tuple(SCENARIOS)),
+    help="Comma-separated scenarios to run.",
+)
+@click.option(
+    "--engines",
+    default=",".join(ENGINES),
+    show_default=True,
+    callback=_names(ENGINES),
+    help="Comma-separated engines: raw (plain consume loop, the ceiling), baseline "
+    "(laneway's sync engine), thread, async, process.",
+)
+@click.option(
+    "--messages", type=click.IntRange(min=1), help="Messages per run (default: per scenario)."
+)
+@click.option(
+    "--partitions", callback=_counts, help="Partition counts, comma-separated (one run each)."
+)
+@click.option("--keys", callback=_counts, help="Key counts, comma-separated (one run each).")
+@click.option(
+    "--ordering",
+    callback=_orderings,
+    help="Ordering modes, comma-separated: key, partition, unordered (one run each).",
+)
+@click.option(
+    "--work-ms",
+    type=click.FloatRange(min=0, max=10_000),
+    help="Milliseconds of work per message for sleep, io, scaling (busy CPU) and keys "
+    "(upper bound of the random wait).",
+)
+@click.option(
+    "--cpu-iterations", type=click.IntRange(min=1), help="sha256 rounds per message (cpu)."
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=100_000),
+    help="Threads / coroutines for the thread and async engines [default: 128]; the process "
+    "engine always runs one worker per core.",
+)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1, max=100),
+    help="Runs per row; the median is reported.",
+)
+@click.option(
+    "--timeout",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one run may take before it is stopped and marked TIMEOUT.",
+)
+@click.option(
+    "--bootstrap-servers",
+    metavar="HOST:PORT",
+    help="Run against this Kafka broker instead of the embedded log.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write every figure and the machine description to this JSON file.",
+)
+@click.option(
+    "--plot",
+    "plot_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write PNG charts (throughput, scaling, latency CDF) to this directory.",
+)
+@click.option(
+    "--profile",
+    "profile_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Profile each run with pyinstrument; write HTML and text files here.",
+)
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    scenarios: tuple[str, ...],
+    engines: tuple[str, ...],
+    messages: int | None,
+    partitions: tuple[int, ...] | None,
+    keys: tuple[int, ...] | None,
+    ordering: tuple[str, ...] | None,
+    work_ms: float | None,
+    cpu_iterations: int | None,
+    concurrency: int | None,
+    repeat: int,
+    timeout: float,
+    bootstrap_servers: str | None,
+    json_path: Path | None,
+    plot_dir: Path | None,
+    profile_dir: Path | None,
+) -> None:
+    """Measure which engine fits which workload, with numbers.
+
+    Each scenario's backlog is produced into a fresh topic, then consumed by every chosen
+    engine; one table shows throughput, latency, start-up and correctness (order, lost,
+    duplicates), followed by a recommendation per scenario. Runs on the embedded log
+    unless --bootstrap-servers is given. Exits 1 when a run failed, timed out, lost or
+    duplicated a message, or broke the order.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        from laneway.bench.runner import BenchOptions, run_bench
+        from laneway.bench.targets import BenchSetupError
+    except ModuleNotFoundError as error:
+        raise _missing_extra(error) from error
+    overrides = Overrides(
+        messages=messages,
+        partitions=partitions,
+        keys=keys,
+        orderings=ordering,
+        work_ms=work_ms,
+        cpu_iterations=cpu_iterations,
+        concurrency=concurrency,
+    )
+    options = BenchOptions(
+        scenarios=scenarios,
+        engines=engines,
+        overrides=overrides,
+        repeat=repeat,
+        timeout=timeout,
+        bootstrap_servers=bootstrap_servers,
+        json_path=json_path,
+        plot_dir=plot_dir,
+        profile_dir=profile_dir,
+    )
+    try:
+        all_valid = run_bench(options)
+    except BenchSetupError as error:
+        raise click.ClickException(str(error)) from error
+    if not all_valid:
+        ctx.exit(1)
+
+
+@bench.command()
+@click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def compare(a: Path, b: Path) -> None:
+    """Print B's throughput relative to A's for every (scenario, variant, engine)."""
+    try:
+        from laneway.bench.compare import print_comparison
+        from laneway.bench.runner import stdout_console
+    except ModuleNotFoundError as error:
+        raise _missing_extra(error) from error
+    try:
+        print_comparison(stdout_console(), a, b)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error

@@ -1,0 +1,145 @@
+"""One ``laneway bench`` invocation: plan, run every spec, report, write JSON, plots, profiles."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from laneway.bench.echo import EchoServer
+from laneway.bench.harness import OK, Harness, Measurement
+from laneway.bench.report import print_report, recommendations
+from laneway.bench.results import Row, document, is_valid, measure_row, merge_rows, write_json
+from laneway.bench.scenarios import Overrides, plan
+from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
+
+WIDE = 240
+"""Table width when stdout is not a terminal (files, pipes, tests): never squash columns."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The parsed command line of ``laneway bench``."""
+
+    scenarios: tuple[str, ...]
+    engines: tuple[str, ...]
+    overrides: Overrides
+    repeat: int
+    timeout: float
+    bootstrap_servers: str | None
+    json_path: Path | None
+    plot_dir: Path | None
+    profile_dir: Path | None
+
+
+def stdout_console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=WIDE)
+
+
+def run_bench(options: BenchOptions) -> bool:
+    """Run the whole benchmark and print it; True when every row is valid."""
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    console = stdout_console()
+    err = Console(stderr=True)
+    target: Target
+    if options.bootstrap_servers:
+        kafka = KafkaTarget(options.bootstrap_servers)
+        kafka.check()
+        target = kafka
+    else:
+        target = EmbeddedTarget()
+    runs = plan(options.scenarios, options.engines, options.overrides, options.repeat)
+    rows: list[Row] = []
+    needs_echo = "io" in options.scenarios and any(s.engine != "raw" for s in runs)
+    with contextlib.ExitStack() as stack:
+        echo_port = stack.enter_context(EchoServer()).port if needs_echo else 0
+        progress = stack.enter_context(
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                refresh_per_second=4,
+            )
+        )
+        harness = Harness(target, progress, options.timeout, options.profile_dir, echo_port)
+        overall = progress.add_task(f"laneway bench ({target.kind})", total=len(runs))
+        for spec in runs:
+            measurement = harness.run(spec)
+            row = measure_row(measurement, target.kind)
+            rows.append(row)
+            progress.advance(overall)
+            progress.console.print(_one_line(measurement, row), highlight=False, soft_wrap=True)
+            del measurement  # its records must not weigh on the next run's garbage collector
+    merged = merge_rows(rows)
+    advice = recommendations(merged)
+    title = f"laneway bench on the {target.kind} log"
+    if isinstance(target, KafkaTarget):
+        title += f" at {target.bootstrap_servers}"
+    print_report(console, merged, title, advice)
+    settings = _settings(options, target, started_at)
+    _write_outputs(console, options, settings, merged, advice)
+    return all(is_valid(r) for r in merged)
+
+
+def _one_line(m: Measurement, row: Row) -> str:
+    spec = m.spec
+    head = f"{spec.scenario.name} {spec.variant.label} {spec.engine}"
+    if m.status != OK:
+        return f"[red]{head}: {m.status}[/red] {m.error or ''}"
+    return (
+        f"{head}: {row['tps']:,.0f} msg/s in {row['runtime_s']:.2f} s, "
+        f"order {row['ordering_check']}, lost {row['lost']}, dup {row['duplicates']}"
+    )
+
+
+def _write_outputs(
+    console: Console,
+    options: BenchOptions,
+    settings: dict[str, Any],
+    rows: list[Row],
+    advice: list[dict[str, Any]],
+) -> None:
+    if options.profile_dir is not None:
+        console.print(
+            f"\n[bold]Profiles[/bold] (pyinstrument, control thread) in {options.profile_dir}:"
+        )
+        for row in rows:
+            names = ", ".join(Path(p).name for p in row["profiles"])
+            console.print(
+                f"  {row['scenario']} {row['variant']} {row['engine']}: {names}", highlight=False
+            )
+    if options.json_path is not None:
+        write_json(options.json_path, document(rows, settings, advice))
+        console.print(f"\nwrote {options.json_path}", highlight=False)
+    if options.plot_dir is not None:
+        from laneway.bench.plots import write_plots  # matplotlib: imported only when asked
+
+        written = write_plots(rows, options.plot_dir)
+        names = ", ".join(p.name for p in written)
+        console.print(
+            f"wrote {len(written)} charts to {options.plot_dir}: {names}", highlight=False
+        )
+
+
+def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[str, Any]:
+    return {
+        "target": target.describe(),
+        "scenarios": list(options.scenarios),
+        "engines": list(options.engines),
+        "repeat": options.repeat,
+        "timeout_s": options.timeout,
+        "profile": options.profile_dir is not None,
+        "overrides": asdict(options.overrides),
+        "started_at": started_at,
+        "argv": list(sys.argv),
+    }

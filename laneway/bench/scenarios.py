@@ -1,0 +1,195 @@
+"""The benchmark scenarios and the plan of runs they expand into.
+
+A :class:`Scenario` is a workload (how many messages, which work per message) with lists of
+partition counts, key counts and ordering modes; every combination of those is a *variant*,
+and every variant is run once per engine (``raw``, ``baseline``, ``thread``, ``async``,
+``process``), ``--repeat`` times. Command-line overrides replace a scenario's lists or sizes
+for every selected scenario.
+
+Work per message, decided once for all engines so rows compare like with like:
+
+* ``trivial``: nothing (the handler only records it ran).
+* ``sleep``: a blocking wait of ``work_ms`` — ``time.sleep`` for sync, thread and process
+  handlers, ``asyncio.sleep`` for the async handler (what each engine's user would write).
+* ``io``: a real network round trip on loopback: the handler sends a small request over TCP
+  to an echo server the bench starts in its own process, which answers after ``work_ms``
+  (a remote service with that latency). Sync, thread and process handlers use a blocking
+  socket; the async handler uses non-blocking socket I/O on the event loop. Unlike
+  ``sleep``, this includes the real cost of system calls and of the server.
+* ``cpu``: ``cpu_iterations`` rounds of sha256 (CPU-bound, holds the GIL).
+* ``scaling``: ``work_ms`` of busy CPU spin per message, over 1/2/4/8/15 partitions, with
+  ``ordering="partition"`` so parallelism is bounded by the partition count.
+* ``keys``: one partition, a wait drawn uniformly from ``[0, work_ms]`` per message
+  (deterministic per sequence number, so every engine gets the same work; ``time.sleep`` /
+  ``asyncio.sleep``), for every key count x ordering mode.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+ENGINES = ("raw", "baseline", "thread", "async", "process")
+"""Engines in run order: ``raw`` first, since every other row is compared to it."""
+
+LANEWAY_ENGINE = {"baseline": "sync", "thread": "thread", "async": "async", "process": "process"}
+"""The ``Consumer(engine=...)`` value behind each bench engine (``raw`` uses no consumer)."""
+
+ORDERINGS = ("key", "partition", "unordered")
+
+DEFAULT_CONCURRENCY = 128
+"""Threads / coroutines for the thread and async engines: above the 100 keys of the I/O
+scenarios, so keys, not the pool, bound their parallelism."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A workload and the partition / key / ordering combinations it is measured over."""
+
+    name: str
+    work: str
+    messages: int
+    partitions: tuple[int, ...]
+    keys: tuple[int, ...]
+    orderings: tuple[str, ...]
+    work_ms: float = 0.0
+    cpu_iterations: int = 0
+    shows: str = ""
+
+    def headline(self) -> str:
+        """What one message costs, in words, from the scenario's actual settings."""
+        return describe_work(self.work, self.work_ms, self.cpu_iterations)
+
+
+def describe_work(work: str, work_ms: float, cpu_iterations: int) -> str:
+    """The work per message in words, e.g. ``~5 ms blocking wait per message``."""
+    if work == "none":
+        return "no work per message"
+    if work == "sleep":
+        return f"~{work_ms:g} ms blocking wait per message"
+    if work == "io":
+        return f"~{work_ms:g} ms network round trip per message"
+    if work == "cpu":
+        return f"{cpu_iterations} x sha256 per message"
+    if work == "busy":
+        return f"~{work_ms:g} ms CPU per message"
+    return f"random 0-{work_ms:g} ms wait per message"
+
+
+SCENARIOS: Mapping[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "trivial", "none", 100_000, (8,), (100,), ("key",),
+            shows="control-plane overhead vs a raw consume loop",
+        ),
+        Scenario(
+            "sleep", "sleep", 20_000, (8,), (100,), ("key",), work_ms=5.0,
+            shows="blocking I/O: bound is keys / latency",
+        ),
+        Scenario(
+            "io", "io", 20_000, (8,), (100,), ("key",), work_ms=5.0,
+            shows="real loopback network I/O: bound is keys / latency",
+        ),
+        Scenario(
+            "cpu", "cpu", 20_000, (8,), (100,), ("key",), cpu_iterations=500,
+            shows="CPU-bound: process engine vs cores",
+        ),
+        Scenario(
+            "scaling", "busy", 10_000, (1, 2, 4, 8, 15), (100,), ("partition",), work_ms=1.0,
+            shows="partition / worker scaling efficiency",
+        ),
+        Scenario(
+            "keys", "random", 10_000, (1,), (1, 10, 100, 10_000), ORDERINGS, work_ms=5.0,
+            shows="ordering mode vs key count",
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line values that replace every selected scenario's own (``None``: keep)."""
+
+    messages: int | None = None
+    partitions: tuple[int, ...] | None = None
+    keys: tuple[int, ...] | None = None
+    orderings: tuple[str, ...] | None = None
+    work_ms: float | None = None
+    cpu_iterations: int | None = None
+    concurrency: int | None = None
+
+    def apply(self, scenario: Scenario) -> Scenario:
+        return replace(
+            scenario,
+            messages=self.messages or scenario.messages,
+            partitions=self.partitions or scenario.partitions,
+            keys=self.keys or scenario.keys,
+            orderings=self.orderings or scenario.orderings,
+            work_ms=scenario.work_ms if self.work_ms is None else self.work_ms,
+            cpu_iterations=self.cpu_iterations or scenario.cpu_iterations,
+        )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One partition count x key count x ordering combination of a scenario."""
+
+    partitions: int
+    keys: int
+    ordering: str
+
+    @property
+    def label(self) -> str:
+        return f"p{self.partitions} k{self.keys} {self.ordering}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one measured run needs: the scenario, the variant, the engine and its pool."""
+
+    scenario: Scenario
+    variant: Variant
+    engine: str
+    concurrency: int
+    repeat: int
+
+    @property
+    def name(self) -> str:
+        """A file-name-safe identifier, e.g. ``keys-p1-k10-key-async-1``."""
+        v = self.variant
+        variant = f"p{v.partitions}-k{v.keys}-{v.ordering}"
+        return f"{self.scenario.name}-{variant}-{self.engine}-{self.repeat}"
+
+
+def variants(scenario: Scenario) -> list[Variant]:
+    """Every partitions x keys x ordering combination, in the scenario's list order."""
+    combos = itertools.product(scenario.partitions, scenario.keys, scenario.orderings)
+    return [Variant(p, k, o) for p, k, o in combos]
+
+
+def concurrency_for(engine: str, override: int | None) -> int:
+    """Pool size per engine: 1 for raw/baseline, one process per core, else 128 or override."""
+    if engine in ("raw", "baseline"):
+        return 1
+    if engine == "process":
+        return os.cpu_count() or 1
+    return override or DEFAULT_CONCURRENCY
+
+
+def plan(
+    names: Sequence[str], engines: Sequence[str], overrides: Overrides, repeat: int
+) -> list[RunSpec]:
+    """The runs in execution order: per scenario, per variant, per repetition, per engine."""
+    ordered_engines = [e for e in ENGINES if e in engines]
+    runs: list[RunSpec] = []
+    for name in names:
+        scenario = overrides.apply(SCENARIOS[name])
+        for variant in variants(scenario):
+            for rep in range(1, repeat + 1):
+                for engine in ordered_engines:
+                    pool = concurrency_for(engine, overrides.concurrency)
+                    runs.append(RunSpec(scenario, variant, engine, pool, rep))
+    return runs

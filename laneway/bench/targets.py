@@ -1,0 +1,204 @@
+"""The logs a benchmark runs against: the embedded log (default) or a Kafka broker.
+
+For every run a target creates a fresh topic (unique name), produces the whole backlog into
+it *before* the consumer starts (so throughput measures consuming, not producing), hands out
+a laneway source or a raw consume loop for a fresh consumer group, and removes the topic
+afterwards. Message ``i`` has key ``k<i mod keys>`` and a value starting with ``i`` in ten
+ASCII digits (its sequence number). On Kafka the producer is idempotent (so the log itself
+holds each message once, in produce order per partition) and uses the murmur2 partitioner,
+like the embedded log, so a key lands on the same partition number on both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from laneway.bench.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
+from laneway.bench.workloads import encode_value
+from laneway.sources.base import Source
+from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.kafka import KafkaSource
+
+REQUEST_TIMEOUT_S = 30.0
+FLUSH_TIMEOUT_S = 120.0
+
+
+class BenchSetupError(Exception):
+    """The log could not be prepared for a run (topic creation or production failed)."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A topic holding a run's backlog, and the consumer group that will read it."""
+
+    topic: str
+    group: str
+    produced: int
+    produce_s: float
+
+
+def backlog(messages: int, keys: int) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of every message of a run, in sequence order."""
+    for i in range(messages):
+        yield b"k%d" % (i % keys), encode_value(i)
+
+
+def unique_name(prefix: str) -> str:
+    return f"laneway-bench-{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class Target(Protocol):
+    """A log the bench can create topics in, produce to and consume from."""
+
+    kind: str
+
+    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared: ...
+
+    def source(self, prepared: Prepared) -> Source: ...
+
+    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop: ...
+
+    def cleanup(self, prepared: Prepared) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class EmbeddedTarget:
+    """A fresh in-memory :class:`laneway.EmbeddedLog` per run (nothing carries over)."""
+
+    kind = "embedded"
+
+    def __init__(self) -> None:
+        self._logs: dict[str, EmbeddedLog] = {}
+
+    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
+        topic = unique_name(prefix)
+        log = EmbeddedLog()
+        log.create_topic(topic, partitions=partitions)
+        started = time.perf_counter()
+        produced = log.produce_many(topic, backlog(messages, keys))
+        self._logs[topic] = log
+        return Prepared(topic, unique_name("group"), produced, time.perf_counter() - started)
+
+    def source(self, prepared: Prepared) -> Source:
+        return self._logs[prepared.topic].subscribe([prepared.topic], prepared.group)
+
+    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
+        return EmbeddedRawLoop(self.source(prepared), messages)
+
+    def cleanup(self, prepared: Prepared) -> None:
+        log = self._logs.pop(prepared.topic, None)
+        if log is not None:
+            log.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+class KafkaTarget:
+    """A Kafka broker: one topic (replication factor 1) per run, deleted afterwards."""
+
+    kind = "kafka"
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+
+    def check(self) -> None:
+        """Fail fast, with the address, when no broker answers."""
+        try:
+            self._admin.list_topics(timeout=5.0)
+        except KafkaException as error:
+            raise BenchSetupError(
+                f"no Kafka broker answers at {self.bootstrap_servers}: {error}"
+            ) from error
+
+    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
+        topic = unique_name(prefix)
+        self._create_topic(topic, partitions)
+        started = time.perf_counter()
+        produced = self._produce(topic, messages, keys)
+        return Prepared(topic, unique_name("group"), produced, time.perf_counter() - started)
+
+    def source(self, prepared: Prepared) -> Source:
+        return KafkaSource(
+            bootstrap_servers=self.bootstrap_servers,
+            group=prepared.group,
+            topics=[prepared.topic],
+        )
+
+    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
+        return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages)
+
+    def cleanup(self, prepared: Prepared) -> None:
+        futures = self._admin.delete_topics([prepared.topic], request_timeout=REQUEST_TIMEOUT_S)
+        # best effort: a leftover topic of a finished run harms no later run
+        with contextlib.suppress(KafkaException):
+            futures[prepared.topic].result(timeout=REQUEST_TIMEOUT_S)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "bootstrap_servers": self.bootstrap_servers}
+
+    def _create_topic(self, topic: str, partitions: int) -> None:
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+        futures = self._admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)
+        try:
+            futures[topic].result(timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as error:
+            raise BenchSetupError(f"cannot create topic {topic!r}: {error}") from error
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while time.monotonic() < deadline:
+            described = self._admin.list_topics(topic=topic, timeout=REQUEST_TIMEOUT_S).topics
+            meta = described.get(topic)
+            if (
+                meta is not None
+                and meta.error is None
+                and len(meta.partitions) == partitions
+                and all(p.leader >= 0 for p in meta.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+        raise BenchSetupError(f"topic {topic!r} got no leader within {REQUEST_TIMEOUT_S} s")
+
+    def _produce(self, topic: str, messages: int, keys: int) -> int:
+        errors: list[str] = []
+
+        def on_error(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                errors.append(str(error))
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.num.messages": 10_000,
+                "partitioner": "murmur2_random",
+                "delivery.report.only.error": True,
+                "on_delivery": on_error,
+            }
+        )
+        for key, value in backlog(messages, keys):
+            for _ in range(1_000):
+                try:
+                    producer.produce(topic, value=value, key=key)
+                    break
+                except BufferError:  # local queue full: serve delivery reports, then retry
+                    producer.poll(0.1)
+            else:
+                raise BenchSetupError(f"the producer queue stayed full for topic {topic!r}")
+        remaining = producer.flush(FLUSH_TIMEOUT_S)
+        if remaining or errors:
+            raise BenchSetupError(
+                f"producing to {topic!r}: {remaining} undelivered, errors: {errors[:3]}"
+            )
+        return messages

@@ -1,0 +1,226 @@
+"""`laneway bench` end to end on the embedded log: every scenario and engine, small.
+
+One module-scoped run covers all six scenarios with all five engines (raw and process
+included) on 300 messages; the other tests reuse its JSON file or run something smaller.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from laneway.bench.analysis import check
+from laneway.bench.command import bench
+from laneway.cli import main
+
+SCENARIOS = ("trivial", "sleep", "io", "cpu", "scaling", "keys")
+ENGINES = ("raw", "baseline", "thread", "async", "process")
+ROW_KEYS = {
+    "scenario", "variant", "engine", "tps", "tps_runs", "runtime_s", "ratio_to_raw",
+    "ratio_to_baseline", "messages", "handled", "distinct", "lost", "duplicates",
+    "ordering_check", "latency_ms", "latency_cdf", "handler_ms_avg", "startup_s", "wall_s",
+    "status", "partitions", "keys", "ordering", "concurrency", "other_cpu",
+}  # fmt: skip
+MACHINE_KEYS = {"cores", "python", "platform", "laneway", "confluent_kafka", "librdkafka"}
+SMALL = ["--messages", "300", "--keys", "10", "--partitions", "2", "--work-ms", "1"]
+# keys scenario: one variant per ordering mode (3); every other scenario: one variant.
+VARIANTS = {"trivial": 1, "sleep": 1, "io": 1, "cpu": 1, "scaling": 1, "keys": 3}
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(main, ["bench", *args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    json_path, plot_dir = out / "run.json", out / "plots"
+    started = time.monotonic()
+    result = invoke([*SMALL, "--json", str(json_path), "--plot", str(plot_dir)])
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 90
+    return result, json.loads(json_path.read_text()), plot_dir
+
+
+def test_json_has_one_valid_row_per_scenario_variant_and_engine(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    _, doc, _ = full_run
+    assert {"schema", "machine", "settings", "rows", "recommendations"} <= doc.keys()
+    assert doc["machine"].keys() >= MACHINE_KEYS
+    assert doc["machine"]["cores"] >= 1
+    assert doc["settings"]["target"] == {"kind": "embedded"}
+    assert doc["settings"]["overrides"]["messages"] == 300
+    rows = doc["rows"]
+    assert len(rows) == sum(VARIANTS.values()) * len(ENGINES)
+    assert {(r["scenario"], r["engine"]) for r in rows} == {
+        (s, e) for s in SCENARIOS for e in ENGINES
+    }
+    for row in rows:
+        where = f"{row['scenario']} {row['variant']} {row['engine']}"
+        assert row.keys() >= ROW_KEYS, where
+        assert row["status"] == "OK", where
+        assert row["tps"] > 0, where
+        assert row["messages"] == 300, where
+        assert row["lost"] == 0 and row["duplicates"] == 0, where
+        expected = "n/a" if row["ordering"] == "unordered" else "PASS"
+        assert row["ordering_check"] == expected, where
+        assert row["latency_ms"]["p50"] <= row["latency_ms"]["p99"], where
+        assert row["startup_s"] is not None and row["startup_s"] >= 0, where
+        if row["engine"] == "raw":
+            assert row["ratio_to_raw"] == pytest.approx(1.0)
+        else:
+            assert row["ratio_to_raw"] > 0, where
+    keys_orderings = {r["ordering"] for r in rows if r["scenario"] == "keys"}
+    assert keys_orderings == {"key", "partition", "unordered"}
+
+
+def test_parallel_engines_beat_baseline_on_waits(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    """With 10 keys waiting 1 ms each, thread and async must overlap the waits."""
+    _, doc, _ = full_run
+    sleep = {r["engine"]: r for r in doc["rows"] if r["scenario"] == "sleep"}
+    assert sleep["baseline"]["handler_ms_avg"] >= 1.0
+    for engine in ("thread", "async"):
+        assert sleep[engine]["ratio_to_baseline"] > 2.0, sleep[engine]
+
+
+def test_table_and_recommendations_are_printed(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    result, doc, _ = full_run
+    out = result.stdout
+    for heading in ("scenario", "engine", "msg/s", "vs raw", "lost", "dup", "startup s"):
+        assert heading in out
+    assert "NOT included in runtime" in " ".join(out.split())
+    assert "Recommendation" in out
+    for advice in doc["recommendations"]:
+        assert advice["engine"] in ENGINES[1:]
+        assert f"{advice['scenario']}: {advice['text']}" in out
+    io = next(a for a in doc["recommendations"] if a["scenario"] == "io")
+    assert io["text"].startswith("~1 ms network round trip per message")
+
+
+def test_plot_writes_png_charts(full_run: tuple[Result, dict[str, Any], Path]) -> None:
+    _, _, plot_dir = full_run
+    names = {p.name for p in plot_dir.glob("*.png")}
+    assert {f"tps-{s}.png" for s in SCENARIOS} <= names
+    assert {f"latency-{s}.png" for s in SCENARIOS} <= names
+    for path in plot_dir.glob("*.png"):
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, path
+
+
+def test_compare_prints_b_over_a(
+    full_run: tuple[Result, dict[str, Any], Path], tmp_path: Path
+) -> None:
+    _, doc, _ = full_run
+    faster = json.loads(json.dumps(doc))
+    for row in faster["rows"]:
+        row["tps"] *= 2 if row["engine"] == "async" else 0.5
+    a_path, b_path = tmp_path / "a.json", tmp_path / "b.json"
+    a_path.write_text(json.dumps(doc))
+    b_path.write_text(json.dumps(faster))
+    result = invoke(["compare", str(a_path), str(b_path)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if "trivial" in line]
+    assert any("async" in line and "2.00x" in line for line in lines), lines
+    assert any("baseline" in line and "0.50x" in line for line in lines), lines
+
+
+def test_compare_rejects_a_file_that_is_not_a_bench_result(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rows": [{"engine": "raw"}]}')
+    result = invoke(["compare", str(bad), str(bad)])
+    assert result.exit_code == 1
+    assert "lacks 'scenario', 'engine' or 'tps'" in result.output
+
+
+def test_profile_writes_one_html_and_text_file_per_run(tmp_path: Path) -> None:
+    profile_dir = tmp_path / "profiles"
+    args = ["--scenarios", "trivial", "--engines", "raw,baseline", "--messages", "2000"]
+    result = invoke([*args, "--profile", str(profile_dir)])
+    assert result.exit_code == 0, result.output
+    files = sorted(p.name for p in profile_dir.iterdir())
+    assert files == [
+        "trivial-p8-k100-key-baseline-1.html",
+        "trivial-p8-k100-key-baseline-1.txt",
+        "trivial-p8-k100-key-raw-1.html",
+        "trivial-p8-k100-key-raw-1.txt",
+    ]
+    assert "ControlPlane" in (profile_dir / files[1]).read_text()
+    assert "trivial-p8-k100-key-baseline-1.html" in result.stdout
+
+
+def test_timeout_stops_a_run_and_marks_it(tmp_path: Path) -> None:
+    json_path = tmp_path / "t.json"
+    args = ["--scenarios", "sleep", "--engines", "baseline", "--messages", "5000", "--keys", "5"]
+    started = time.monotonic()
+    result = invoke([*args, "--timeout", "1", "--json", str(json_path)])
+    assert time.monotonic() - started < 20
+    assert result.exit_code == 1
+    (row,) = json.loads(json_path.read_text())["rows"]
+    assert row["status"] == "TIMEOUT"
+    assert 0 < row["handled"] < 5000 and row["lost"] == 5000 - row["distinct"]
+    assert "TIMEOUT" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--engines", "raw,turbo"], "--engines"),
+        (["--scenarios", "nope"], "--scenarios"),
+        (["--keys", "0"], "--keys"),
+        (["--partitions", "two"], "--partitions"),
+        (["--ordering", "sideways"], "--ordering"),
+        (["--messages", "0"], "--messages"),
+        (["--work-ms", "-1"], "--work-ms"),
+        (["--cpu-iterations", "0"], "--cpu-iterations"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--repeat", "0"], "--repeat"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_bad_values_name_the_option(args: list[str], option: str) -> None:
+    result = invoke(args)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in result.output
+
+
+def test_missing_extra_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "rich" or m.startswith("rich.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "rich", None)
+    monkeypatch.delitem(sys.modules, "laneway.bench.runner", raising=False)
+    result = CliRunner().invoke(bench, ["--scenarios", "trivial"])
+    assert result.exit_code == 1
+    assert "pip install 'laneway[bench]'" in result.output
+
+
+def record(partition: int, key: bytes, offset: int, start: int, end: int) -> tuple[Any, ...]:
+    return (partition, key, offset, offset, 0, start, end)
+
+
+def test_ordering_check_catches_reordering_overlap_loss_and_duplicates() -> None:
+    in_order = [record(0, b"a", 0, 0, 10), record(0, b"a", 1, 10, 20), record(0, b"b", 2, 5, 8)]
+    good = check(in_order, 3, "key")
+    assert (good.ordering, good.lost, good.duplicates) == ("PASS", 0, 0)
+    swapped = [record(0, b"a", 1, 0, 10), record(0, b"a", 0, 10, 20)]
+    assert check(swapped, 2, "key").ordering == "FAIL"
+    overlap = [record(0, b"a", 0, 0, 10), record(0, b"a", 1, 5, 20)]
+    assert check(overlap, 2, "key").ordering == "FAIL"
+    # different keys may overlap under "key" but not under "partition"
+    across = [record(0, b"a", 0, 0, 10), record(0, b"b", 1, 5, 20)]
+    assert check(across, 2, "key").ordering == "PASS"
+    assert check(across, 2, "partition").ordering == "FAIL"
+    assert check(across, 2, "unordered").ordering == "n/a"
+    twice = [*in_order, record(0, b"a", 1, 30, 40)]
+    result = check(twice, 4, "unordered")
+    assert (result.lost, result.duplicates) == (1, 1)
