@@ -105,7 +105,12 @@ class ControlPlane:
             ):
                 break
             if now - last_commit >= config.commit_interval:
-                self._commit(self._owned)
+                try:
+                    self._commit(self._owned)
+                except SourceError as error:
+                    # E.g. REBALANCE_IN_PROGRESS: nothing is marked committed, so the
+                    # next interval (or the revocation) commits the same offsets.
+                    log.warning("commit failed, retrying at the next interval: %s", error)
                 last_commit = now
             room = config.max_buffered - self._buffered
             self._balance(room)

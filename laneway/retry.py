@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -56,6 +57,19 @@ class RetryPolicy:
         return float(ceiling * random.uniform(0.5, 1.0))
 
 
+def aborts(error: BaseException) -> bool:
+    """Whether a handler's exception stops the consumer instead of failing one message.
+
+    Only ``KeyboardInterrupt`` in the main thread does (the sync engine running without
+    signal handlers: Ctrl-C must still stop the program). Raised in a worker thread, a
+    worker process or a coroutine it is a failure of that message, and not retried
+    (it asks for a stop, it is not a transient error).
+    """
+    return isinstance(error, KeyboardInterrupt) and (
+        threading.current_thread() is threading.main_thread()
+    )
+
+
 def describe(error: BaseException) -> tuple[str, str]:
     """The type name and bounded text of an exception, even if its ``__str__`` fails."""
     try:
@@ -74,13 +88,14 @@ def call(
     """Run ``handler`` with retries: ``None`` once it returned, else how it failed.
 
     ``wait(seconds)`` sleeps between attempts and returns False when a stop cut it short,
-    in which case :class:`Interrupted` is raised. ``KeyboardInterrupt`` propagates.
+    in which case :class:`Interrupted` is raised. Only a Ctrl-C in the main thread
+    (:func:`aborts`) propagates; anything else a handler raises fails the message.
     """
     try:
         handler(message)
-    except KeyboardInterrupt:
-        raise
     except BaseException as error:
+        if aborts(error):
+            raise
         return retry(handler, message, policy, wait, error)
     return None
 
@@ -98,15 +113,15 @@ def retry(
     call, and come here only when it raised.
     """
     attempts = 1
-    while attempts <= policy.max_retries:
+    while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         if not wait(policy.delay(attempts)):
             raise Interrupted
         attempts += 1
         try:
             handler(message)
-        except KeyboardInterrupt:
-            raise
         except BaseException as next_error:
+            if aborts(next_error):
+                raise
             error = next_error
         else:
             return None
@@ -119,7 +134,7 @@ async def call_async(
     """The coroutine twin of :func:`call`; ``policy.timeout`` bounds each attempt."""
     try:
         await _attempt(handler, message, policy.timeout)
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except asyncio.CancelledError:
         raise
     except BaseException as error:
         return await retry_async(handler, message, policy, error)
@@ -134,12 +149,12 @@ async def retry_async(
 ) -> ErrorInfo | None:
     """The coroutine twin of :func:`retry`."""
     attempts = 1
-    while attempts <= policy.max_retries:
+    while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         await asyncio.sleep(policy.delay(attempts))
         attempts += 1
         try:
             await _attempt(handler, message, policy.timeout)
-        except (KeyboardInterrupt, asyncio.CancelledError):
+        except asyncio.CancelledError:
             raise
         except BaseException as next_error:
             error = next_error

@@ -18,6 +18,9 @@ from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal
 
 T = TypeVar("T")
 
+CALL_TIMEOUT = 30.0
+"""Seconds the control thread waits for the loop thread to run a cancel or a start-up step."""
+
 
 class AsyncEngine:
     """Runs an ``async def`` handler on ``concurrency`` long-lived worker coroutines.
@@ -69,7 +72,7 @@ class AsyncEngine:
                 target=self._loop.run_forever, name="laneway-async", daemon=True
             )
             self._thread.start()
-        self._call(self._spawn_workers)
+        self._call(self._spawn_workers, None)
 
     def submit(self, messages: list[Message]) -> None:
         assert self._loop is not None, "start() first"
@@ -97,7 +100,7 @@ class AsyncEngine:
             self._wake(self._scheduler.ready_lanes())
             return dropped
 
-        return self._call(cancel_in_loop)
+        return self._call(cancel_in_loop, [])
 
     @property
     def worker_restarts(self) -> int:
@@ -125,14 +128,26 @@ class AsyncEngine:
                 loop.close()
             self._loop = None
 
-    def _call(self, function: Callable[[], T]) -> T:
-        """Run ``function`` on the loop thread and return its result."""
-        assert self._loop is not None
+    def _call(self, function: Callable[[], T], otherwise: T) -> T:
+        """Run ``function`` on the loop thread and return its result, or ``otherwise`` if
+        the loop is gone or does not answer within ``CALL_TIMEOUT`` seconds."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return otherwise
+        if self._thread is not None and not self._thread.is_alive():
+            return otherwise  # our loop's thread died (a handler's error escaped)
+        if self._thread is None and not loop.is_running():
+            return otherwise  # the caller's loop has stopped
 
         async def call() -> T:
             return function()
 
-        return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
+        future = asyncio.run_coroutine_threadsafe(call(), loop)
+        try:
+            return future.result(CALL_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return otherwise
 
     def _spawn_workers(self) -> None:
         assert self._loop is not None

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from laneway.engines.base import Failure
 from laneway.message import Message
-from laneway.retry import Interrupted, RetryPolicy, call_async, retry, retry_async
+from laneway.retry import Interrupted, RetryPolicy, aborts, call_async, retry, retry_async
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]
@@ -44,9 +44,9 @@ def run_sync(
             break
         try:
             handler(message)
-        except KeyboardInterrupt:
-            raise
         except BaseException as first_error:
+            if aborts(first_error):
+                raise
             try:
                 error = retry(handler, message, policy, wait, first_error)
             except Interrupted:
@@ -72,7 +72,7 @@ async def run_async(
             if inline:
                 try:
                     await handler(message)
-                except (KeyboardInterrupt, asyncio.CancelledError):
+                except asyncio.CancelledError:
                     raise
                 except BaseException as first_error:
                     error = await retry_async(handler, message, policy, first_error)

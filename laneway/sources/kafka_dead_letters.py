@@ -6,7 +6,12 @@ import logging
 from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from laneway.message import Header, Message
 
@@ -14,6 +19,8 @@ log = logging.getLogger("laneway")
 
 Done = Callable[[str | None], None]
 
+PRODUCER_MAX_BYTES = 1_000_000_000
+"""librdkafka's largest ``message.max.bytes``."""
 METADATA_TIMEOUT = 10.0
 """Seconds to wait for topic metadata or creation when a dead-letter topic is first used."""
 
@@ -30,7 +37,15 @@ class KafkaDeadLetters:
 
     def __init__(self, connection: dict[str, object]) -> None:
         self._producer = Producer(
-            {**connection, "enable.idempotence": True, "linger.ms": 5, "acks": "all"}
+            {
+                **connection,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "acks": "all",
+                # A dead letter is as large as the record that failed; the topic's own
+                # max.message.bytes (copied from the source topic) is the real limit.
+                "message.max.bytes": PRODUCER_MAX_BYTES,
+            }
         )
         self._admin = AdminClient(connection)  # type: ignore[arg-type]
         self._ready_topics: set[str] = set()
@@ -72,9 +87,8 @@ class KafkaDeadLetters:
         if existing is None or existing.error is not None:
             source = metadata.topics.get(like)
             partitions = len(source.partitions) if source is not None else 1
-            futures = self._admin.create_topics(
-                [NewTopic(topic, num_partitions=partitions)], request_timeout=METADATA_TIMEOUT
-            )
+            new_topic = NewTopic(topic, num_partitions=partitions, config=self._limits_of(like))
+            futures = self._admin.create_topics([new_topic], request_timeout=METADATA_TIMEOUT)
             try:
                 futures[topic].result(METADATA_TIMEOUT)
                 log.info("created dead-letter topic %s (%d partitions)", topic, partitions)
@@ -82,6 +96,17 @@ class KafkaDeadLetters:
                 if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
         self._ready_topics.add(topic)
+
+    def _limits_of(self, topic: str) -> dict[str, str]:
+        """The source topic's ``max.message.bytes``, so every record of it fits its DLQ."""
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            described = self._admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT)
+        except KafkaException as error:
+            log.warning("could not read %s's config for its dead-letter topic: %s", topic, error)
+            return {}
+        entry = described.get("max.message.bytes")
+        return {} if entry is None or entry.value is None else {"max.message.bytes": entry.value}
 
 
 def _describe(error: KafkaError | None) -> str | None:
