@@ -1,0 +1,177 @@
+"""Chaos: the Kafka broker restarted in the middle of a run.
+
+The test runs its own broker (a copy of ``scripts/kafka`` in a temporary directory,
+sharing this checkout's downloaded jars), so bouncing it never disturbs other tests or
+other users of the session broker. ``scripts/kafka restart`` stops it and starts it
+again on the same ports with the same storage; meanwhile a producer keeps writing and
+the consumer must ride through the outage: nothing lost, nothing handled twice, lane
+order kept, committed offsets at the log end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import kafka_helpers
+import pytest
+import recording
+from chaos_harness import Progress, wait_until
+from confluent_kafka import KafkaError, Producer
+
+import laneway
+
+pytestmark = pytest.mark.kafka
+
+MESSAGES = 20_000
+CHUNKS = 20
+PRODUCE_SECONDS = 6.0
+PARTITIONS = 4
+KEYS = 100
+HEAP = "-Xms256m -Xmx512m"
+
+
+class PrivateBroker:
+    """A single-node broker of its own, run by a copy of scripts/kafka under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        scripts = root / "scripts"
+        scripts.mkdir(parents=True)
+        self.script = scripts / "kafka"
+        shutil.copy2(kafka_helpers.KAFKA_SCRIPT, self.script)
+        shutil.copy2(kafka_helpers.KAFKA_SCRIPT.with_name("kafka-pom.xml"), scripts)
+        libs = kafka_helpers.KAFKA_SCRIPT.parent.parent / ".kafka" / "libs"
+        if (libs / ".complete").is_file():  # else the copy downloads the jars itself
+            (root / ".kafka").mkdir()
+            (root / ".kafka" / "libs").symlink_to(libs)
+        self.address = ""
+
+    def run(self, command: str, timeout: float = 900.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(self.script), command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, "KAFKA_HEAP_OPTS": HEAP},
+        )
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateBroker]:
+    broker = PrivateBroker(tmp_path_factory.mktemp("private-kafka"))
+    started = broker.run("start")
+    assert started.returncode == 0, started.stderr
+    broker.address = started.stdout.strip()
+    try:
+        yield broker
+    finally:
+        broker.run("stop", timeout=120.0)
+
+
+def produce_paced(bootstrap: str, topic: str, done: list[int]) -> None:
+    """Produce MESSAGES in CHUNKS over about PRODUCE_SECONDS with one idempotent producer
+    that retries through the outage (reconnecting at least every 0.5 s)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "reconnect.backoff.max.ms": 500,
+        }
+    )
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    per_chunk = MESSAGES // CHUNKS
+    for chunk in range(CHUNKS):
+        for i in range(per_chunk):
+            key = f"key-{(chunk + i) % KEYS}".encode()
+            producer.produce(topic, b"0.2", key, on_delivery=delivered)
+        assert producer.flush(120.0) == 0 and not failures, f"produce failed: {failures[:3]}"
+        done.append(per_chunk)
+        time.sleep(PRODUCE_SECONDS / CHUNKS)
+
+
+def test_the_consumer_rides_through_a_broker_restart(
+    broker: PrivateBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(recording.RECORD_DIR, str(tmp_path))
+    bootstrap = broker.address
+    topic = kafka_helpers.unique_name("chaos-broker")
+    group = kafka_helpers.unique_name("chaos-broker-group")
+    kafka_helpers.create_topic(bootstrap, topic, PARTITIONS)
+    produced: list[int] = []
+    producer = threading.Thread(target=produce_paced, args=(bootstrap, topic, produced))
+    producer.start()
+    consumer = laneway.Consumer(
+        laneway.KafkaSource(bootstrap_servers=bootstrap, group=group, topics=[topic]),
+        recording.handle,
+        engine="thread",
+        ordering="key",
+        concurrency=8,
+        max_buffered=1_000,
+        commit_interval=0.2,
+        handle_signals=False,
+    )
+    outcome: list[laneway.ConsumerStats | BaseException] = []
+
+    def consume() -> None:
+        try:
+            outcome.append(consumer.run(max_messages=MESSAGES, idle_timeout=60.0))
+        except BaseException as error:
+            outcome.append(error)
+
+    runner = threading.Thread(target=consume)
+    runner.start()
+    progress = Progress(tmp_path)
+    try:
+        assert wait_until(lambda: progress.calls() >= MESSAGES // 5, 60.0), "no progress"
+        before = progress.calls()
+        restarted = broker.run("restart", timeout=180.0)
+        back = time.monotonic()
+        assert restarted.returncode == 0, restarted.stderr
+        assert restarted.stdout.strip() == bootstrap, "the broker came back elsewhere"
+        producer.join(180.0)
+        runner.join(180.0)
+    finally:
+        if runner.is_alive():
+            consumer.stop()
+            runner.join(30.0)
+    [stats] = outcome
+    assert isinstance(stats, laneway.ConsumerStats), f"the consumer failed: {stats!r}"
+    assert sum(produced) == MESSAGES
+
+    calls = recording.read_calls(tmp_path)
+    ends = kafka_helpers.end_offsets(bootstrap, topic)
+    print(
+        f"broker restart: {before} handled before it, {len(calls)} calls for "
+        f"{MESSAGES} messages, {recording.duplicates(calls)} duplicates"
+    )
+    assert before < MESSAGES // 2, "the restart came too late to matter"
+    assert sum(1 for c in calls if c.start > back) > MESSAGES // 4, "little was left after it"
+    assert {(c.partition, c.offset) for c in calls} == {
+        (p, o) for p, end in ends.items() for o in range(end)
+    }
+    assert stats.processed == MESSAGES and stats.failed == 0
+    assert recording.duplicates(calls) == 0
+    assert recording.order_violations(calls, "key") == []
+    committed = kafka_helpers.committed_offsets(bootstrap, group, topic)
+    assert {p: o for p, (o, _) in committed.items()} == ends
+
+
+def test_restart_without_a_running_broker_fails_clearly(tmp_path: Path) -> None:
+    idle = PrivateBroker(tmp_path)
+    result = idle.run("restart", timeout=60.0)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert "no broker running" in result.stderr
