@@ -390,6 +390,7 @@ def test_settings_force_manual_commits_and_choose_defaults() -> None:
     assert config["auto.offset.reset"] == "earliest"
     assert config["partition.assignment.strategy"] == "cooperative-sticky"
     assert config["fetch.queue.backoff.ms"] == 50
+    assert config["fetch.wait.max.ms"] == 20
     assert (config["bootstrap.servers"], config["group.id"]) == ("127.0.0.1:9092", "billing")
     assert settings.incremental
 

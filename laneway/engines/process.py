@@ -229,7 +229,10 @@ class ProcessEngine:
                     error = worker.handshake(worker.conn.recv_bytes())
                 except (EOFError, OSError):
                     raise LanewayError(
-                        f"process engine worker exited with code {worker.reap()} during start-up"
+                        f"process engine worker exited with code {worker.reap()} during "
+                        "start-up (see its traceback above); if your main module starts the "
+                        "consumer when imported, guard that with `if __name__ == '__main__':` "
+                        "- workers are spawned and import the main module again"
                     ) from None
                 if error is not None:
                     raise HandlerImportError(_advice(name, f"a worker reported {error}"))

@@ -119,15 +119,23 @@ class KafkaSource:
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         """Return up to ``max_messages`` messages, in offset order per partition.
 
-        Waits until ``max_messages`` are available or ``timeout`` seconds have passed, then
-        returns what it has. Rebalance callbacks run inside this call. Partition-EOF events
+        Returns as soon as any message is available: what is already fetched comes back at
+        once, and only when nothing is there does it wait, up to ``timeout`` seconds, for the
+        first message (librdkafka's ``consume(n, timeout)`` alone would wait for a full
+        batch of ``n``, adding the whole timeout to every short batch, e.g. right after a
+        partition is resumed). Rebalance callbacks run inside this call. Partition-EOF events
         and non-fatal errors are logged and skipped; a fatal error (e.g. this static member
         was fenced) reports the owned partitions to ``on_lost`` and raises
         :class:`SourceError`.
         """
         self._check_opened()
+        consume = self._consumer.consume
         try:
-            batch = self._consumer.consume(max_messages, timeout)
+            batch = consume(max_messages, 0)
+            if not batch and timeout > 0:
+                batch = consume(1, timeout)
+                if batch and max_messages > 1:
+                    batch += consume(max_messages - 1, 0)
         except KafkaException as exc:
             raise SourceError(f"{self._name}: consume failed: {_describe(exc)}") from exc
         messages: list[Message] = []

@@ -33,12 +33,19 @@ DEFAULTS: Mapping[str, object] = {
     # 50 ms (~400-570k on a busy machine, still 2.5x). Unlike a larger queued.min.messages,
     # this does not raise the prefetch memory.
     "fetch.queue.backoff.ms": 50,
+    # How long the broker may hold a fetch request open when it has nothing new (default
+    # 500 ms). librdkafka keeps one fetch in flight per broker, so a partition that is
+    # resumed after backpressure waits for that request to return before it is fetched
+    # again. Measured (100,000 small messages, 8 partitions, process engine, no-op
+    # handler): ~37k msg/s with 500 ms, ~168k with 50 ms, ~216-228k with 20 ms. The cost
+    # is more fetch requests while a topic is idle (about 50 a second per broker).
+    "fetch.wait.max.ms": 20,
 }
 """Settings laneway chooses but the user may override through ``config``.
 
-Other fetch settings stay at librdkafka's defaults: ``fetch.min.bytes=1`` and
-``fetch.wait.max.ms=500`` already answer as soon as any record is available (raising them only
-adds latency), and ``queued.max.messages.kbytes`` (64 MiB) bounds the prefetch memory.
+Other fetch settings stay at librdkafka's defaults: ``fetch.min.bytes=1`` already answers as
+soon as any record is available, and ``queued.max.messages.kbytes`` (64 MiB) bounds the
+prefetch memory.
 """
 
 FORCED: Mapping[str, object] = {
