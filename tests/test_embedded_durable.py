@@ -3,37 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from topics import AssignmentListener
 
 from laneway.errors import ConfigError, SourceError
-from laneway.message import Message, PartitionId
+from laneway.message import Message
 from laneway.sources.base import CommitPosition
 from laneway.sources.embedded import EmbeddedLog, EmbeddedSource
 from laneway.sources.segment import FILE_HEADER, CorruptLogError
 
 
-class Positions:
-    """A listener that remembers the committed positions it was assigned with."""
-
-    def __init__(self) -> None:
-        self.assigned: dict[PartitionId, CommitPosition | None] = {}
-
-    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
-        self.assigned.update(positions)
-
-    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-
 def read_all(log: EmbeddedLog, topic: str, group: str) -> tuple[EmbeddedSource, list[Message]]:
     source = log.subscribe([topic], group=group)
-    source.open(Positions())
+    source.open(AssignmentListener())
     out: list[Message] = []
     for _ in range(1000):
         got = source.poll(500, 0.0)
@@ -78,7 +62,7 @@ def test_records_commits_and_offsets_survive_a_restart(tmp_path: Path) -> None:
         assert log.end_offsets("orders") == ends
         assert log.produce("orders", b"next", partition=0) == (0, ends[0])
         source = log.subscribe(["orders"], group="billing")
-        listener = Positions()
+        listener = AssignmentListener()
         source.open(listener)
         resumed = source.poll(1000, 0.0)
         assert listener.assigned[("orders", 0)] == CommitPosition(2, "meta ✓")

@@ -6,9 +6,9 @@ import gc
 import threading
 import time
 import tracemalloc
-from collections.abc import Mapping, Sequence
 
 import pytest
+from topics import AssignmentListener
 
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
 from laneway.message import Message, PartitionId
@@ -17,25 +17,9 @@ from laneway.sources.embedded import EmbeddedLog, EmbeddedSource
 from laneway.sources.partitioner import partition_for_key
 
 
-class Quiet:
-    """A listener that only remembers what it was assigned."""
-
-    def __init__(self) -> None:
-        self.assigned: dict[PartitionId, CommitPosition | None] = {}
-
-    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
-        self.assigned.update(positions)
-
-    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-
 def reader(log: EmbeddedLog, topic: str, group: str) -> EmbeddedSource:
     source = log.subscribe([topic], group=group)
-    source.open(Quiet())
+    source.open(AssignmentListener())
     return source
 
 
@@ -203,7 +187,7 @@ def test_invalid_subscribe_and_poll_arguments() -> None:
         source = log.subscribe("t", group="g")
         with pytest.raises(SourceError, match="open"):
             source.poll(10, 0.0)
-        source.open(Quiet())
+        source.open(AssignmentListener())
         with pytest.raises(ConfigError, match="max_messages=0"):
             source.poll(0, 0.0)
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import kafka_helpers
 import pytest
 
 import laneway
-from laneway.sources.base import Source
+from laneway.message import PartitionId
+from laneway.sources.base import CommitPosition, Source
 
 Record = tuple[bytes | None, bytes]
 
@@ -58,7 +59,7 @@ class EmbeddedTopic:
         if topic not in self.log.topics():
             return []
         source = self.log.subscribe([topic], group=f"reader-{len(self.log.topics())}-{id(self)}")
-        source.open(_NoRebalance())
+        source.open(AssignmentListener())
         out: list[ReadBack] = []
         for _ in range(50):
             out += [(m.key, m.value, list(m.headers)) for m in source.poll(count, 0.05)]
@@ -97,12 +98,17 @@ class KafkaTopic:
         return [(r.key, r.value, r.headers) for r in records]
 
 
-class _NoRebalance:
-    def on_assigned(self, positions: object) -> None:
+class AssignmentListener:
+    """A rebalance listener that only remembers the positions it was assigned with."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[PartitionId, CommitPosition | None] = {}
+
+    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        self.assigned.update(positions)
+
+    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         pass
 
-    def on_revoked(self, partitions: object) -> None:
-        pass
-
-    def on_lost(self, partitions: object) -> None:
+    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         pass
