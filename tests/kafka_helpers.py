@@ -169,6 +169,9 @@ def produce(
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "partitioner": "murmur2_random",
+            # Null keys: a random partition per record, not one partition per 10 ms batch
+            # (librdkafka's sticky default), so tests see keyless records spread out.
+            "sticky.partitioning.linger.ms": 0,
             "linger.ms": 5,
         }
     )

@@ -100,6 +100,8 @@ def test_none_keys_and_values_arrive_as_none_in_one_lane_per_partition(
     records += [(None, None, ())] * 20 + [(f"key-{i}".encode(), b"0", ()) for i in range(40)]
     random.Random(3).shuffle(records)
     placed = produce(topic, records)
+    keyless_partitions = {p for (p, _), (k, _, _) in zip(placed, records, strict=True) if k is None}
+    assert len(keyless_partitions) >= 2, "setup: every keyless record landed in one partition"
     seen: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
 
     def handle(message: Message) -> None:
