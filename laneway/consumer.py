@@ -13,7 +13,6 @@ from typing import Any
 from laneway.config import ConsumerConfig
 from laneway.control_plane import ControlPlane
 from laneway.dead_letters import FailureCallback
-from laneway.engines.base import Engine
 from laneway.engines.factory import build_engine, check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.options import seconds, whole_number
@@ -107,7 +106,6 @@ class Consumer:
         self._stop = threading.Event()
         self._abort = threading.Event()
         self._plane: ControlPlane | None = None
-        self._engine: Engine | None = None
         self._ran = False
 
     def run(
@@ -177,7 +175,6 @@ class Consumer:
             engine.close(0.0)
             self._source.close()
             raise
-        self._engine = engine
         self._plane = plane
         try:
             self._source.open(plane)

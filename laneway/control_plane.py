@@ -105,12 +105,9 @@ class ControlPlane:
             ):
                 break
             if now - last_commit >= config.commit_interval:
-                try:
-                    self._commit(self._owned)
-                except SourceError as error:
-                    # E.g. REBALANCE_IN_PROGRESS: nothing is marked committed, so the
-                    # next interval (or the revocation) commits the same offsets.
-                    log.warning("commit failed, retrying at the next interval: %s", error)
+                # A failure (e.g. REBALANCE_IN_PROGRESS) marks nothing committed, so the
+                # next interval (or the revocation) commits the same offsets.
+                self._commit_or_warn(self._owned, "timed commit")
                 last_commit = now
             room = config.max_buffered - self._buffered
             self._balance(room)
@@ -145,10 +142,7 @@ class ControlPlane:
             self.completions.wait(0.05)
             self._collect()
         self._collect()
-        try:
-            self._commit(self._owned)
-        except SourceError as error:
-            log.warning("final commit failed: %s", error)
+        self._commit_or_warn(self._owned, "final commit")
         self._ended = time.monotonic()
         self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
@@ -177,10 +171,7 @@ class ControlPlane:
         while any(self._owned[p].in_engine for p in owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
             self._collect()
-        try:
-            self._commit(owned)
-        except SourceError as error:
-            log.warning("commit on revoke failed: %s", error)
+        self._commit_or_warn(owned, "commit on revoke")
         self._give_up(owned)
         log.info("revoked %s", sorted(owned))
 
@@ -328,6 +319,14 @@ class ControlPlane:
         for pid, position in positions.items():
             self._owned[pid].last_committed = position
             self._committed[pid] = position.offset
+
+    def _commit_or_warn(self, partitions: Collection[PartitionId], what: str) -> None:
+        """Commit, logging instead of raising when the source refuses (the offsets stay
+        uncommitted and are tried again by the next commit)."""
+        try:
+            self._commit(partitions)
+        except SourceError as error:
+            log.warning("%s failed: %s", what, error)
 
     def _set_paused(self, paused: bool) -> None:
         if paused:

@@ -44,7 +44,6 @@ class ThreadEngine:
         self._threads: list[threading.Thread] = []
         self._runs: dict[int, deque[Message]] = {}
         self._executing = 0
-        self._closing = False
         self._completions = Completions()
 
     def start(self, completions: Completions) -> None:
@@ -82,7 +81,6 @@ class ThreadEngine:
 
     def close(self, timeout: float) -> None:
         with self._cond:
-            self._closing = True
             self._closed.set()
             for run in self._runs.values():
                 run.clear()
@@ -104,7 +102,7 @@ class ThreadEngine:
                     del self._runs[index]
                     lane = None
                 while True:
-                    if self._closing:
+                    if self._closed.is_set():
                         return
                     claim = scheduler.claim()
                     if claim is not None:
