@@ -154,6 +154,47 @@ def test_a_slow_key_does_not_hold_up_the_others(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["thread", "async"])
+def test_finished_messages_are_reported_while_their_run_goes_on(kind: str) -> None:
+    # One lane: one worker claims the whole run. Message 5 outlasts REPORT_EVERY and
+    # message 10 blocks until the gate opens; 0..5 must be reported before that, so the
+    # control plane can free buffer room and commit them while the lane is still busy.
+    gate = threading.Event()
+
+    def pace(m: Message) -> float:
+        return 0.02 if m.offset == 5 else 0.0
+
+    engine: Engine
+    if kind == "async":
+
+        async def handle_async(m: Message) -> None:
+            await asyncio.sleep(pace(m))
+            if m.offset == 10:
+                while not gate.is_set():
+                    await asyncio.sleep(0.01)
+
+        engine = AsyncEngine(handle_async, Ordering.KEY, 4, ONCE)
+    else:
+
+        def handle(m: Message) -> None:
+            time.sleep(pace(m))
+            if m.offset == 10:
+                gate.wait(10)
+
+        engine = ThreadEngine(handle, Ordering.KEY, 4, ONCE)
+    completions = Completions()
+    engine.start(completions)
+    engine.submit([Message("t", 0, i, b"k", b"") for i in range(20)])
+    early = collect(completions, 6, timeout=10)
+    assert engine.in_flight == 1, "the run should still be blocked at offset 10"
+    gate.set()
+    rest = collect(completions, 20 - len(early))
+    engine.close(5.0)
+    assert [m.offset for m in early][:6] == [0, 1, 2, 3, 4, 5]
+    assert len(early) <= 10
+    assert sorted(m.offset for m in early + rest) == list(range(20))
+
+
+@pytest.mark.parametrize("kind", ["thread", "async"])
 def test_cancel_returns_queued_and_unstarted_messages_of_a_partition(kind: str) -> None:
     rec = Recorder(delay=0.01)
     engine = make_engine(kind, Ordering.PARTITION, rec, concurrency=2)

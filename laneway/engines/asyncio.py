@@ -190,13 +190,11 @@ class AsyncEngine:
             self._runs[index] = run
             self._executing += 1
             try:
-                done, failed = await run_async(self._handler, run, self._policy)
+                await run_async(self._handler, run, self._policy, completions)
             finally:
                 self._executing -= 1
                 del self._runs[index]
                 scheduler.release(lane)
-            completions.finished(done)
-            completions.failed(failed)
 
     async def _shutdown(self, timeout: float) -> None:
         self._closing = True

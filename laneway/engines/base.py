@@ -54,6 +54,15 @@ class Completions:
             self._failed.extend(failures)
         self._ready.set()
 
+    def report(self, finished: list[Message], failures: list[Failure]) -> None:
+        """:meth:`finished` and :meth:`failed` in one step (either may be empty)."""
+        if not finished and not failures:
+            return
+        with self._lock:
+            self._finished.extend(finished)
+            self._failed.extend(failures)
+        self._ready.set()
+
     def take(self) -> tuple[list[Message], list[Failure]]:
         with self._lock:
             self._ready.clear()

@@ -36,12 +36,10 @@ class SyncEngine:
         run = deque(messages)
         self._running = 1
         try:
-            done, failed = run_sync(self._handler, run, self._policy, self._stop)
+            run_sync(self._handler, run, self._policy, self._stop, self._completions)
         finally:
             self._running = 0
         self._unstarted.extend(run)
-        self._completions.finished(done)
-        self._completions.failed(failed)
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)

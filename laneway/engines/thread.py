@@ -119,6 +119,4 @@ class ThreadEngine:
                 self._executing += 1
                 if scheduler.has_ready():
                     cond.notify()
-            done, failed = run_sync(self._handler, run, self._policy, self._closed)
-            self._completions.finished(done)
-            self._completions.failed(failed)
+            run_sync(self._handler, run, self._policy, self._closed, self._completions)
