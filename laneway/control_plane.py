@@ -37,6 +37,20 @@ PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 
 
+def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int]]:
+    """Offsets per partition, in the order given. Completions arrive interleaved (every
+    worker reports its own lane), so this is one pass rather than a group per message."""
+    grouped: dict[PartitionId, list[int]] = {}
+    for message in messages:
+        pid = (message.topic, message.partition)
+        offsets = grouped.get(pid)
+        if offsets is None:
+            grouped[pid] = [message.offset]
+        else:
+            offsets.append(message.offset)
+    return grouped
+
+
 class ControlPlane:
     """Moves messages from a source through an engine and commits what is finished.
 
@@ -44,12 +58,13 @@ class ControlPlane:
     is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
     source keeps being polled, so a Kafka group session stays alive and rebalances are
     served) until the count falls to half of it. One poll asks for no more than a fair
-    share (``max_buffered`` / owned partitions), and once less than half the buffer is
-    free, partitions holding more than their share are paused on their own (until they
-    are under three quarters of it, or three quarters is free): Kafka delivers messages
-    in large per-partition chunks, and without this a few partitions would fill the
-    buffer and leave the keys of the others with no work. Pausing only when the buffer is
-    filling matters because a Kafka pause drops the partition's prefetched messages.
+    share (``max_buffered`` / owned partitions), and once a quarter of the buffer is in
+    use, partitions holding more than their share are paused on their own (until they
+    are under three quarters of it, or seven eighths of the buffer is free): Kafka
+    delivers messages in large per-partition chunks, and without this a few partitions
+    would fill the buffer and leave the keys of the others with no work. Pausing only
+    when the buffer is filling matters because a Kafka pause drops the partition's
+    prefetched messages; a consumer that keeps up never pauses.
     """
 
     def __init__(
@@ -208,11 +223,11 @@ class ControlPlane:
         return max(1, self._config.max_buffered // max(1, len(self._owned)))
 
     def _balance(self, room: int) -> None:
-        """Pause partitions over their share once less than half the buffer is free; resume
-        them when they are under three quarters of it or three quarters is free again."""
+        """Pause partitions over their share once a quarter of the buffer is in use; resume
+        them when they are under three quarters of it or seven eighths is free again."""
         share = self._share()
         if self._over_share:
-            plenty = room >= self._config.max_buffered * 3 // 4
+            plenty = room >= self._config.max_buffered * 7 // 8
             low = share * 3 // 4
             back = [
                 p
@@ -223,7 +238,7 @@ class ControlPlane:
                 self._over_share.difference_update(back)
                 if not self._paused:
                     self._source.resume([p for p in back if p in self._owned])
-        if room >= self._config.max_buffered // 2:
+        if room > self._config.max_buffered * 3 // 4:
             return
         over = [
             pid
@@ -254,8 +269,7 @@ class ControlPlane:
         self._latency.record(finished)
         owned = self._owned
         released: list[Message] = []
-        for pid, group in groupby(finished, key=_partition_of):
-            offsets = [m.offset for m in group]
+        for pid, offsets in _offsets_by_partition(finished).items():
             partition = owned.get(pid)
             # Completions of a partition's previous ownership ("zombies", still running
             # when it was revoked) are settled first; they were already unbuffered.

@@ -186,3 +186,52 @@ def test_the_buffer_is_shared_fairly_across_partitions(
     assert max(first_seen.values()) < min(last_seen.values()), (
         f"some partitions got no work until another was finished: {first_seen}, {last_seen}"
     )
+
+
+@pytest.mark.parametrize(
+    "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+)
+def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
+    source_kind: str, request: pytest.FixtureRequest
+) -> None:
+    # 100 keys spread unevenly over 8 partitions, twice as many messages as max_buffered.
+    # Kafka hands out partitions in large chunks; if the first few took the whole buffer,
+    # the keys of the others would wait for room (on Kafka they started only after ~12 of
+    # 100 messages of another key were done; now after ~2).
+    keys, per_key, work = 100, 100, 0.005
+    records = [(f"k{i % keys}".encode(), b"v") for i in range(keys * per_key)]
+    topic: EmbeddedTopic | KafkaTopic
+    if source_kind == "embedded":
+        topic = EmbeddedTopic(partitions=8)
+    else:
+        topic = KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions=8)
+    topic.produce(records)
+    started: list[bytes] = []
+    done: dict[bytes, int] = {}
+    lock = threading.Lock()
+    done_when_key_started: dict[bytes, int] = {}
+
+    def handle(message: Message) -> None:
+        key = message.key or b""
+        with lock:
+            if key not in done_when_key_started:
+                done_when_key_started[key] = max(done.values(), default=0)
+            started.append(key)
+        time.sleep(work)
+        with lock:
+            done[key] = done.get(key, 0) + 1
+
+    laneway.Consumer(
+        topic.source("early"),
+        handle,
+        engine="thread",
+        ordering="key",
+        concurrency=keys,
+        max_buffered=len(records) // 2,
+        handle_signals=False,
+    ).run(max_messages=len(records))
+    assert len(done_when_key_started) == keys
+    latest = max(done_when_key_started.values())
+    assert latest <= per_key // 20, (
+        f"a key started only after another had finished {latest} of {per_key} messages"
+    )
