@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from laneway.engines.event_loops import uvloop_installed
 from laneway.errors import ConfigError
-from laneway.options import EngineKind, Ordering, choice, seconds, whole_number
+from laneway.options import EngineKind, EventLoop, Ordering, choice, seconds, whole_number
 from laneway.retry import RetryPolicy
 
 DEFAULT_CONCURRENCY = {
@@ -51,6 +52,9 @@ class ConsumerConfig:
                                                   circuit: its next messages go straight to
                                                   dead letters for ``poison_cooldown``
     ``poison_cooldown``       30.0 s              how long a key's circuit stays open
+    ``event_loop``            ``"auto"``          the async engine's own loop under run():
+                                                  auto (uvloop if installed) | asyncio |
+                                                  uvloop; see :class:`EventLoop`
     ========================  ==================  =============================================
     """
 
@@ -67,6 +71,7 @@ class ConsumerConfig:
     dead_letter_topic: str | None = "{topic}.dlq"
     poison_threshold: int | None = None
     poison_cooldown: float = 30.0
+    event_loop: EventLoop = EventLoop.AUTO
 
     @classmethod
     def build(
@@ -88,6 +93,7 @@ class ConsumerConfig:
         dead_letter_topic: object = "{topic}.dlq",
         poison_threshold: object = None,
         poison_cooldown: object = 30.0,
+        event_loop: object = "auto",
     ) -> ConsumerConfig:
         """Validate raw option values; every error names the option and what is allowed."""
         kind = choice(EngineKind, engine, "engine")
@@ -128,6 +134,7 @@ class ConsumerConfig:
                 else whole_number(poison_threshold, "poison_threshold", minimum=1)
             ),
             poison_cooldown=seconds(poison_cooldown, "poison_cooldown"),
+            event_loop=_event_loop(event_loop, kind),
         )
 
 
@@ -142,6 +149,23 @@ def _handler_timeout(value: object, engine: EngineKind) -> float | None:
             "engine='process' (the worker is replaced)"
         )
     return timeout
+
+
+def _event_loop(value: object, engine: EngineKind) -> EventLoop:
+    loop = choice(EventLoop, value, "event_loop")
+    if loop is EventLoop.AUTO:
+        return loop
+    if engine is not EngineKind.ASYNC:
+        raise ConfigError(
+            f"event_loop={loop.value!r} is not valid with engine={engine.value!r}: only "
+            "engine='async' runs an event loop"
+        )
+    if loop is EventLoop.UVLOOP and not uvloop_installed():
+        raise ConfigError(
+            "event_loop='uvloop' needs the uvloop package: pip install 'laneway[uvloop]' "
+            "(or use event_loop='asyncio')"
+        )
+    return loop
 
 
 def _dead_letter_topic(value: object) -> str | None:

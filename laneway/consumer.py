@@ -15,7 +15,7 @@ from laneway.control_plane import ControlPlane
 from laneway.dead_letters import FailureCallback
 from laneway.engines.factory import build_engine, check_handler
 from laneway.errors import ConfigError, LanewayError
-from laneway.options import seconds, whole_number
+from laneway.options import EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
 
@@ -39,7 +39,8 @@ class Consumer:
     bounds one attempt: the async engine cancels it, the process engine replaces the
     worker; threads cannot be interrupted, so sync and thread engines refuse the option.
     ``poison_threshold`` opens a key's circuit after that many final failures: its next
-    messages go straight to dead letters for ``poison_cooldown`` seconds.
+    messages go straight to dead letters for ``poison_cooldown`` seconds. ``event_loop``
+    picks the async engine's own loop under :meth:`run` (uvloop when installed).
 
     Offsets are committed every ``commit_interval`` seconds, on revocation and on stop,
     and only up to the first unfinished message of each partition; finished offsets
@@ -69,6 +70,7 @@ class Consumer:
         on_failure: FailureCallback | None = None,
         poison_threshold: int | None = None,
         poison_cooldown: float = 30.0,
+        event_loop: str = "auto",
     ) -> None:
         self.config = ConsumerConfig.build(
             engine=engine,
@@ -87,6 +89,7 @@ class Consumer:
             dead_letter_topic=dead_letter_topic,
             poison_threshold=poison_threshold,
             poison_cooldown=poison_cooldown,
+            event_loop=event_loop,
         )
         if on_failure is not None and not callable(on_failure):
             raise ConfigError(
@@ -124,6 +127,11 @@ class Consumer:
         self, max_messages: int | None = None, idle_timeout: float | None = None
     ) -> ConsumerStats:
         """:meth:`run` inside an event loop; with ``engine="async"`` handlers run on it."""
+        if self.config.event_loop is not EventLoop.AUTO:
+            raise ConfigError(
+                f"event_loop={self.config.event_loop.value!r} applies to run(); under "
+                "run_async() handlers run on the caller's loop (leave event_loop='auto')"
+            )
         self._prepare(max_messages, idle_timeout)
         loop = asyncio.get_running_loop()
         installed: list[signal.Signals] = []

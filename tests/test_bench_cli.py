@@ -57,6 +57,8 @@ def test_json_has_one_valid_row_per_scenario_variant_and_engine(
     assert doc["machine"]["cores"] >= 1
     assert doc["settings"]["target"] == {"kind": "embedded"}
     assert doc["settings"]["overrides"]["messages"] == 300
+    assert doc["settings"]["event_loop"] == "uvloop"  # auto, with laneway[bench] installed
+    assert doc["machine"]["uvloop"] is not None
     rows = doc["rows"]
     assert len(rows) == sum(VARIANTS.values()) * len(ENGINES)
     assert {(r["scenario"], r["engine"]) for r in rows} == {
@@ -186,6 +188,7 @@ def test_timeout_stops_a_run_and_marks_it(tmp_path: Path) -> None:
         (["--concurrency", "0"], "--concurrency"),
         (["--repeat", "0"], "--repeat"),
         (["--timeout", "0"], "--timeout"),
+        (["--event-loop", "trio"], "--event-loop"),
     ],
 )
 def test_bad_values_name_the_option(args: list[str], option: str) -> None:

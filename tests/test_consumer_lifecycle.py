@@ -85,6 +85,26 @@ def test_run_async_runs_handlers_on_the_callers_loop() -> None:
     assert asyncio.run(main()).processed == 200
 
 
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio", "uvloop"])
+def test_run_gives_the_async_engine_the_chosen_event_loop(event_loop: str) -> None:
+    import uvloop  # in laneway[dev] through laneway[bench]; not part of the core install
+
+    topic = EmbeddedTopic(partitions=2)
+    topic.produce([(str(i % 20).encode(), b"v") for i in range(500)])
+    loop_types: set[type] = set()
+
+    async def handle(message: Message) -> None:
+        loop_types.add(type(asyncio.get_running_loop()))
+        await asyncio.sleep(0.001)
+
+    consumer = laneway.Consumer(
+        topic.source("g"), handle, engine="async", event_loop=event_loop, handle_signals=False
+    )
+    assert consumer.run(max_messages=500).processed == 500
+    (loop_type,) = loop_types
+    assert issubclass(loop_type, uvloop.Loop) == (event_loop != "asyncio")
+
+
 def test_stats_report_progress_commits_and_latency() -> None:
     topic = EmbeddedTopic(partitions=4)
     topic.produce([(str(i % 10).encode(), b"v") for i in range(2_000)])

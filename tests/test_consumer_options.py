@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from typing import Any
@@ -43,6 +44,7 @@ def source() -> Any:
         ("drain_timeout", -1, "expected seconds >= 0"),
         ("metadata_max_bytes", 10, "expected >= 64"),
         ("handle_signals", "yes", "expected True or False"),
+        ("event_loop", "trio", "allowed values: 'auto', 'asyncio', 'uvloop'"),
     ],
 )
 def test_invalid_option_names_itself(
@@ -105,3 +107,27 @@ def test_stop_from_another_thread_ends_run(source: Any) -> None:
     stats = consumer.run()
     timer.join()
     assert stats.processed == 0
+
+
+@pytest.mark.parametrize("engine", ["sync", "thread", "process"])
+def test_only_the_async_engine_takes_an_event_loop(source: Any, engine: str) -> None:
+    with pytest.raises(
+        laneway.ConfigError, match=f"event_loop='asyncio' is not valid with engine='{engine}'"
+    ):
+        laneway.Consumer(source, handle, engine=engine, event_loop="asyncio")
+
+
+def test_uvloop_without_the_package_names_the_extra(
+    source: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("laneway.config.uvloop_installed", lambda: False)
+    with pytest.raises(laneway.ConfigError, match=re.escape("pip install 'laneway[uvloop]'")):
+        laneway.Consumer(source, handle_async, engine="async", event_loop="uvloop")
+
+
+def test_run_async_refuses_an_explicit_event_loop(source: Any) -> None:
+    consumer = laneway.Consumer(source, handle_async, engine="async", event_loop="asyncio")
+    with pytest.raises(
+        laneway.ConfigError, match=re.escape("event_loop='asyncio' applies to run()")
+    ):
+        asyncio.run(consumer.run_async(max_messages=1))

@@ -13,6 +13,8 @@ from pathlib import Path
 import click
 
 from laneway.bench.scenarios import ENGINES, ORDERINGS, SCENARIOS, Overrides
+from laneway.engines.event_loops import uvloop_installed
+from laneway.options import EventLoop
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
 
@@ -109,6 +111,13 @@ def _orderings(
     "engine always runs one worker per core.",
 )
 @click.option(
+    "--event-loop",
+    type=click.Choice(["auto", "asyncio", "uvloop"]),
+    default="auto",
+    show_default=True,
+    help="The async engine's event loop (auto: uvloop when installed).",
+)
+@click.option(
     "--repeat",
     default=1,
     show_default=True,
@@ -157,6 +166,7 @@ def bench(
     work_ms: float | None,
     cpu_iterations: int | None,
     concurrency: int | None,
+    event_loop: str,
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
@@ -188,9 +198,14 @@ def bench(
         cpu_iterations=cpu_iterations,
         concurrency=concurrency,
     )
+    if event_loop == "uvloop" and not uvloop_installed():
+        raise click.BadParameter(
+            "uvloop is not installed: pip install 'laneway[uvloop]'", param_hint="--event-loop"
+        )
     options = BenchOptions(
         scenarios=scenarios,
         engines=engines,
+        event_loop=EventLoop(event_loop),
         overrides=overrides,
         repeat=repeat,
         timeout=timeout,

@@ -44,6 +44,7 @@ from laneway.bench.workloads import (
 )
 from laneway.consumer import Consumer
 from laneway.message import Message
+from laneway.options import EventLoop
 
 OK, TIMEOUT, ERROR = "OK", "TIMEOUT", "ERROR"
 WATCH_INTERVAL_S = 0.25
@@ -79,8 +80,10 @@ class Harness:
         timeout: float,
         profile_dir: Path | None = None,
         echo_port: int = 0,
+        event_loop: EventLoop = EventLoop.AUTO,
     ) -> None:
         self.target = target
+        self.event_loop = event_loop
         self.progress = progress
         self.timeout = timeout
         self.profile_dir = profile_dir
@@ -159,6 +162,7 @@ class Harness:
             concurrency=None if spec.engine == "baseline" else spec.concurrency,
             drain_timeout=DRAIN_TIMEOUT_S,
             handle_signals=False,
+            event_loop=self.event_loop.value if spec.engine == "async" else "auto",
         )
         watch = _Watch(
             lambda: consumer.stats().handled, consumer.stop, self._advance(task), self.timeout

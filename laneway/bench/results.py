@@ -5,11 +5,12 @@ JSON schema (``schema`` = 1), one top-level object:
 ``machine``
     ``cores`` (logical), ``physical_cores``, ``cpu``, ``memory_gb``, ``load_1m`` (when the
     file was written), ``python``, ``implementation``, ``platform``, ``laneway``,
-    ``confluent_kafka``, ``librdkafka``.
+    ``confluent_kafka``, ``librdkafka``, ``uvloop`` (``null`` when not installed).
 ``settings``
     ``target`` (``{"kind": "embedded"}`` or ``{"kind": "kafka", "bootstrap_servers": ...}``),
-    ``scenarios``, ``engines``, ``repeat``, ``timeout_s``, ``profile``, ``overrides`` (the
-    command-line values, ``null`` when not given), ``started_at`` (UTC, ISO 8601), ``argv``.
+    ``scenarios``, ``engines``, ``event_loop`` (the async engine's loop), ``repeat``,
+    ``timeout_s``, ``profile``, ``overrides`` (the command-line values, ``null`` when not
+    given), ``started_at`` (UTC, ISO 8601), ``argv``.
 ``rows``
     One object per (scenario, variant, engine), repetitions merged (the median-throughput
     repetition's figures; correctness is the worst seen):
@@ -45,6 +46,7 @@ JSON schema (``schema`` = 1), one top-level object:
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -170,7 +172,16 @@ def machine() -> dict[str, Any]:
         "laneway": laneway.__version__,
         "confluent_kafka": confluent_kafka.version()[0],
         "librdkafka": confluent_kafka.libversion()[0],
+        "uvloop": _version_of("uvloop"),
     }
+
+
+def _version_of(package: str) -> str | None:
+    """The installed version of an optional package, or None."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _cpu_model() -> str:

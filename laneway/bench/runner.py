@@ -18,6 +18,8 @@ from laneway.bench.report import print_report, recommendations
 from laneway.bench.results import Row, document, is_valid, measure_row, merge_rows, write_json
 from laneway.bench.scenarios import Overrides, plan
 from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
+from laneway.engines.event_loops import resolve
+from laneway.options import EventLoop
 
 WIDE = 240
 """Table width when stdout is not a terminal (files, pipes, tests): never squash columns."""
@@ -29,6 +31,7 @@ class BenchOptions:
 
     scenarios: tuple[str, ...]
     engines: tuple[str, ...]
+    event_loop: EventLoop
     overrides: Overrides
     repeat: int
     timeout: float
@@ -71,7 +74,9 @@ def run_bench(options: BenchOptions) -> bool:
                 refresh_per_second=4,
             )
         )
-        harness = Harness(target, progress, options.timeout, options.profile_dir, echo_port)
+        harness = Harness(
+            target, progress, options.timeout, options.profile_dir, echo_port, options.event_loop
+        )
         overall = progress.add_task(f"laneway bench ({target.kind})", total=len(runs))
         for spec in runs:
             measurement = harness.run(spec)
@@ -85,6 +90,8 @@ def run_bench(options: BenchOptions) -> bool:
     title = f"laneway bench on the {target.kind} log"
     if isinstance(target, KafkaTarget):
         title += f" at {target.bootstrap_servers}"
+    if "async" in options.engines:
+        title += f"; async engine on {resolve(options.event_loop).value}"
     print_report(console, merged, title, advice)
     settings = _settings(options, target, started_at)
     _write_outputs(console, options, settings, merged, advice)
@@ -136,6 +143,7 @@ def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[st
         "target": target.describe(),
         "scenarios": list(options.scenarios),
         "engines": list(options.engines),
+        "event_loop": resolve(options.event_loop).value,
         "repeat": options.repeat,
         "timeout_s": options.timeout,
         "profile": options.profile_dir is not None,

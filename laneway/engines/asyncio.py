@@ -32,7 +32,8 @@ class AsyncEngine:
     thousands of messages a second.
 
     The loop is the caller's when the consumer runs under ``run_async`` (handlers can
-    share the application's clients), otherwise a private loop on its own thread.
+    share the application's clients), otherwise a private loop from ``loop_factory`` on
+    its own thread (the consumer's ``event_loop`` option: uvloop when installed).
     Tuning: ``concurrency`` is how many handlers may be awaiting at once; for I/O of
     latency L and target throughput T use at least T x L (and, with ``ordering="key"``,
     it only helps up to the number of keys with work queued).
@@ -45,6 +46,7 @@ class AsyncEngine:
         concurrency: int,
         policy: RetryPolicy,
         loop: asyncio.AbstractEventLoop | None = None,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
         max_run: int = 256,
     ) -> None:
         self._handler = handler
@@ -52,6 +54,7 @@ class AsyncEngine:
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._loop = loop
+        self._loop_factory = loop_factory
         self._own_loop = loop is None
         self._thread: threading.Thread | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -67,7 +70,7 @@ class AsyncEngine:
     def start(self, completions: Completions) -> None:
         self._completions = completions
         if self._loop is None:
-            self._loop = asyncio.new_event_loop()
+            self._loop = self._loop_factory()
             self._thread = threading.Thread(
                 target=self._loop.run_forever, name="laneway-async", daemon=True
             )

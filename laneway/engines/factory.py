@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from laneway.config import ConsumerConfig
@@ -55,8 +56,16 @@ def build_engine(
         return ThreadEngine(handler, config.ordering, config.concurrency, config.retry)
     if kind is EngineKind.ASYNC:
         from laneway.engines.asyncio import AsyncEngine
+        from laneway.engines.event_loops import new_event_loop
 
-        return AsyncEngine(handler, config.ordering, config.concurrency, config.retry, loop=loop)
+        return AsyncEngine(
+            handler,
+            config.ordering,
+            config.concurrency,
+            config.retry,
+            loop=loop,
+            loop_factory=partial(new_event_loop, config.event_loop),
+        )
     from laneway.engines.process import ProcessEngine
 
     return ProcessEngine(handler, config.ordering, config.concurrency, config.retry)
