@@ -12,11 +12,11 @@ queues; the control thread's :meth:`ProcessEngine.submit` only routes messages a
 wakes it.
 
 Ordering. With ``ordering="key"`` or ``"partition"`` a lane is pinned to one worker
-slot for the engine's life (key lanes by ``hash(lane) % concurrency``, partitions
-spread round-robin), so a lane always runs in the same worker process, in order, and
-worker-local per-key state is safe; a slow key delays only the keys pinned to the same
-worker (a retry backoff, which sleeps in the worker, too). With ``"unordered"`` any
-idle worker takes the next messages.
+slot for the engine's life (dealt out evenly when first seen, see
+:mod:`laneway.engines.process_placement`), so a lane always runs in the same worker
+process, in order, and worker-local per-key state is safe; a slow key delays only the
+keys pinned to the same worker (a retry backoff, which sleeps in the worker, too).
+With ``"unordered"`` any idle worker takes the next messages.
 
 Failures and crashes. Handlers run through :func:`laneway.retry.call` in the worker: an
 exception (any ``BaseException``; ``SystemExit`` and ``KeyboardInterrupt`` too, and the
@@ -39,13 +39,14 @@ import pickle
 import threading
 import time
 import types
-import zlib
 from collections import deque
 from collections.abc import Callable, Collection
 from multiprocessing.connection import Connection, wait
+from operator import attrgetter
 from typing import cast
 
 from laneway.engines.base import Completions, Failure
+from laneway.engines.process_placement import LaneOf, LanePlacement
 from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.message import Message, PartitionId
@@ -108,7 +109,11 @@ class ProcessEngine:
         self._next_id = 0
         self._restarts = 0
         self._per_message: float | None = None  # handler seconds per message (moving average)
-        self._topic_base: dict[str, int] = {}
+        self._placement = (
+            None
+            if ordering is Ordering.UNORDERED or self._n == 1
+            else LanePlacement(self._n, _lane_key(ordering))
+        )
         self._waitables: dict[_Waitable, Slot] = {}
         self._reader: threading.Thread | None = None
         self._started = self._closing = self._stopping = self._closed = False
@@ -196,21 +201,9 @@ class ProcessEngine:
 
     def _route(self, messages: list[Message]) -> list[list[Message]]:
         """Split ``messages`` by worker slot (unordered: all into the shared queue)."""
-        n = self._n
-        if self._ordering is Ordering.UNORDERED or n == 1:
+        if self._placement is None:
             return [messages]
-        buckets: list[list[Message]] = [[] for _ in range(n)]
-        if self._ordering is Ordering.KEY:
-            for m in messages:
-                buckets[hash((m.topic, m.partition, m.key)) % n].append(m)
-            return buckets
-        bases = self._topic_base  # partitions of a topic go round-robin over the slots
-        for m in messages:
-            base = bases.get(m.topic)
-            if base is None:
-                base = bases[m.topic] = zlib.crc32(m.topic.encode())
-            buckets[(base + m.partition) % n].append(m)
-        return buckets
+        return self._placement.route(messages)
 
     def _spawn(self, slot: Slot) -> None:
         worker = slot.spawn(self._ctx, self._blob, self._policy)
@@ -402,3 +395,10 @@ def _advice(name: str, reason: str) -> str:
         "module-level function importable by name (not a lambda, a nested function, or a "
         "function defined in an interactive session)"
     )
+
+
+def _lane_key(ordering: Ordering) -> LaneOf:
+    """What identifies a lane for placement: the key within its partition, or the partition."""
+    if ordering is Ordering.KEY:
+        return attrgetter("topic", "partition", "key")
+    return attrgetter("topic", "partition")
