@@ -31,8 +31,12 @@ _partition_of = attrgetter("topic", "partition")
 
 IDLE_POLL_TIMEOUT = 0.1
 """Seconds one poll may wait when nothing is in flight (bounds how late stop() is seen)."""
-BUSY_POLL_TIMEOUT = 0.005
-"""Seconds one poll may wait while handlers are running, so completions are seen soon."""
+BUSY_POLL_TIMEOUT = 0.02
+"""Seconds one poll may wait while handlers are running. A poll returns at once when
+messages arrive, so this only sets how often finished work is collected when nothing new
+comes (e.g. the whole backlog is fetched): every 20 ms rather than every 5 ms cut the
+control thread's GIL wake-ups fourfold and made 5 ms blocking handlers on 100 threads run
+~5% faster (they wait less for the GIL after each sleep)."""
 PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 
@@ -58,13 +62,14 @@ class ControlPlane:
     is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
     source keeps being polled, so a Kafka group session stays alive and rebalances are
     served) until the count falls to half of it. One poll asks for no more than a fair
-    share (``max_buffered`` / owned partitions), and once a quarter of the buffer is in
-    use, partitions holding more than their share are paused on their own (until they
-    are under three quarters of it, or seven eighths of the buffer is free): Kafka
-    delivers messages in large per-partition chunks, and without this a few partitions
-    would fill the buffer and leave the keys of the others with no work. Pausing only
-    when the buffer is filling matters because a Kafka pause drops the partition's
-    prefetched messages; a consumer that keeps up never pauses.
+    share (``max_buffered`` / owned partitions), and once half the buffer is in use (a
+    quarter, if a partition with unread messages has nothing buffered), partitions
+    holding more than their share are paused on their own (until they are under three
+    quarters of it, or seven eighths of the buffer is free): Kafka delivers messages in
+    large per-partition chunks, and without this a few partitions would fill the buffer
+    and leave the keys of the others with no work. Pausing only when the buffer is
+    filling matters because a Kafka pause drops the partition's prefetched messages; a
+    consumer that keeps up never pauses.
     """
 
     def __init__(
@@ -223,8 +228,9 @@ class ControlPlane:
         return max(1, self._config.max_buffered // max(1, len(self._owned)))
 
     def _balance(self, room: int) -> None:
-        """Pause partitions over their share once a quarter of the buffer is in use; resume
-        them when they are under three quarters of it or seven eighths is free again."""
+        """Pause partitions over their share once half the buffer is in use, or a quarter
+        while another partition starves; resume them when they are under three quarters
+        of it or seven eighths of the buffer is free again."""
         share = self._share()
         if self._over_share:
             plenty = room >= self._config.max_buffered * 7 // 8
@@ -238,17 +244,25 @@ class ControlPlane:
                 self._over_share.difference_update(back)
                 if not self._paused:
                     self._source.resume([p for p in back if p in self._owned])
-        if room > self._config.max_buffered * 3 // 4:
+        in_use = self._config.max_buffered - room
+        if in_use < self._config.max_buffered // 4:
             return
         over = [
             pid
             for pid, partition in self._owned.items()
             if partition.buffered >= share and pid not in self._over_share
         ]
-        if over:
+        if over and (in_use >= self._config.max_buffered // 2 or self._starving()):
             self._over_share.update(over)
             if not self._paused:
                 self._source.pause(over)
+
+    def _starving(self) -> bool:
+        """True when a partition has nothing buffered although the source has more of it:
+        its messages are queued behind other partitions' (Kafka hands out a partition's
+        backlog in one chunk), so its keys idle until those are consumed."""
+        empty = [pid for pid, partition in self._owned.items() if not partition.buffered]
+        return bool(empty) and any(self._source.unread(empty).values())
 
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)

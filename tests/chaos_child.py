@@ -108,6 +108,9 @@ class RecordedSource:
     def resume(self, partitions: Iterable[PartitionId]) -> None:
         self._inner.resume(partitions)
 
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        return self._inner.unread(partitions)
+
     def close(self) -> None:
         self._inner.close()
 

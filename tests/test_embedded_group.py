@@ -245,6 +245,21 @@ def test_pause_and_resume() -> None:
         assert [m.offset for m in a.poll(100, 0.0)] == [0, 1, 2, 3, 4, 5]
 
 
+def test_unread_counts_records_beyond_what_poll_returned() -> None:
+    journal = Journal()
+    with topic_log(partitions=2, records=10) as log:
+        a, _ = member(log, journal, "a")
+        (first,) = a.poll(1, 0.0)  # joins, is assigned both partitions, returns one record
+        left = {("t", p): 5 - (first.partition == p) for p in (0, 1)}
+        assert a.unread([("t", 0), ("t", 1), ("t", 7)]) == left
+        a.pause([("t", 1)])
+        more = a.poll(100, 0.0)
+        assert {m.partition for m in more} == {0}
+        assert a.unread([("t", 0), ("t", 1)]) == {("t", 0): 0, ("t", 1): left[("t", 1)]}
+        log.produce("t", b"x", partition=0)
+        assert a.unread([("t", 0)]) == {("t", 0): 1}
+
+
 def test_commit_metadata_round_trips_to_the_next_owner() -> None:
     journal = Journal()
     with topic_log(partitions=1, records=5) as log:

@@ -208,6 +208,29 @@ def test_pause_stops_one_partition_while_polling_continues(kafka_bootstrap: str)
 
 
 @pytest.mark.kafka
+def test_unread_counts_fetched_messages_poll_has_not_returned(kafka_bootstrap: str) -> None:
+    topic = unique_name("src-unread")
+    create_topic(kafka_bootstrap, topic, partitions=2)
+    placed = produce(kafka_bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(60)])
+    total = {p: sum(1 for q, _ in placed if q == p) for p in (0, 1)}
+    source, recorder = open_source(kafka_bootstrap, unique_name("g"), topic)
+    try:
+        poll_until([source], lambda: bool(recorder.assigned))
+        got = collect(source, 1)  # at least one message: the partitions have been fetched
+        returned = {p: sum(1 for m in got if m.partition == p) for p in (0, 1)}
+        expected = {(topic, p): total[p] - returned[p] for p in (0, 1)}
+        deadline = time.monotonic() + WAIT_S
+        while source.unread(expected) != expected and time.monotonic() < deadline:
+            time.sleep(0.05)  # both partitions' high watermarks arrive with their fetches
+        assert source.unread([*expected, ("other-topic", 0)]) == expected
+        got += poll_for(source, 1.0)
+        assert len(got) == 60
+        assert source.unread(expected) == {pid: 0 for pid in expected}
+    finally:
+        source.close()
+
+
+@pytest.mark.kafka
 def test_a_partition_that_comes_back_after_a_rebalance_starts_unpaused(
     kafka_bootstrap: str,
 ) -> None:

@@ -196,6 +196,8 @@ class AsyncEngine:
                 await run_async(self._handler, run, self._policy, completions)
             finally:
                 self._executing -= 1
+                if not self._executing:
+                    completions.wake()  # a drain waits for in_flight == 0
                 del self._runs[index]
                 scheduler.release(lane)
 

@@ -314,6 +314,7 @@ class ProcessEngine:
             self._in_flight -= len(finished) + len(failed)
             if self._in_flight == 0:
                 self._lock.notify_all()
+                self._completions.wake()  # a drain waits for in_flight == 0
 
     def _on_death(
         self, slot: Slot, worker: WorkerProcess, finished: list[Message], failed: list[Failure]

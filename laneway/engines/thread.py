@@ -99,6 +99,8 @@ class ThreadEngine:
                 if lane is not None:
                     scheduler.release(lane)
                     self._executing -= 1
+                    if not self._executing:
+                        self._completions.wake()  # a drain waits for in_flight == 0
                     del self._runs[index]
                     lane = None
                 while True:

@@ -78,6 +78,11 @@ class Source(Protocol):
     def resume(self, partitions: Iterable[PartitionId]) -> None:
         """Undo :meth:`pause`."""
 
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """How many messages of each owned partition the source knows of beyond those
+        ``poll`` returned (0 when none, or not known yet). A hint, for telling a partition
+        with nothing left from one whose messages are still on their way."""
+
     def close(self) -> None:
         """Leave the group and release resources. Idempotent."""
 

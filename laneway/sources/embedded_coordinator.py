@@ -204,6 +204,10 @@ class GroupCoordinator:
             member.woken = True
             self.data.notify_all()
 
+    def unread(self, member: Member, pids: list[PartitionId]) -> dict[PartitionId, int]:
+        with self._lock:
+            return member.unread(pids)
+
     def assignment(self, member: Member) -> list[PartitionId]:
         with self._lock:
             return sorted(member.owned)

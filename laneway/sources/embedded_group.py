@@ -65,6 +65,14 @@ class Member:
                 self.paused.discard(pid)
         self._refresh()
 
+    def unread(self, pids: list[PartitionId]) -> dict[PartitionId, int]:
+        """Records beyond the fetch position, for each owned partition of ``pids``."""
+        return {
+            pid: max(0, part.end - max(self.positions[pid], part.start))
+            for pid in pids
+            if (part := self.owned.get(pid)) is not None
+        }
+
     def _refresh(self) -> None:
         self._readable = sorted(
             (item for item in self.owned.items() if item[0] not in self.paused),

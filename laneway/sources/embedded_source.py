@@ -97,6 +97,11 @@ class EmbeddedSource:
         self._require_open()
         self._coordinator.set_paused(self._member, list(partitions), False)
 
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """Records of each owned partition beyond this member's fetch position."""
+        self._require_open()
+        return self._coordinator.unread(self._member, list(partitions))
+
     def assignment(self) -> list[PartitionId]:
         """The partitions this member owns now (assigned and not yet revoked or lost)."""
         return self._coordinator.assignment(self._member)

@@ -83,6 +83,7 @@ class KafkaSource:
             raise ConfigError(f"config is not valid for librdkafka: {_describe(exc)}") from exc
         self._listener: RebalanceListener | None = None
         self._owned: set[PartitionId] = set()
+        self._starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
         self._paused: set[PartitionId] = set()
         self._closing = False
         self._closed = False
@@ -206,6 +207,27 @@ class KafkaSource:
             self._call_partitions(self._consumer.resume, todo, "resume")
             self._paused.difference_update(todo)
 
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """Messages of each owned partition beyond the last one ``poll`` returned, from the
+        high watermark librdkafka saw in its latest fetch response (no request is made;
+        0 until the partition has been fetched once)."""
+        self._check_opened()
+        consumer = self._consumer
+        counts: dict[PartitionId, int] = {}
+        for pid in partitions:
+            if pid not in self._owned:
+                continue
+            tp = TopicPartition(*pid)
+            try:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+                (at,) = consumer.position([tp])
+            except KafkaException:
+                counts[pid] = 0
+                continue
+            start = at.offset if at.offset >= 0 else self._starts.get(pid, 0)
+            counts[pid] = max(0, high - start) if high >= 0 else 0
+        return counts
+
     def close(self) -> None:
         """Revoke owned partitions through the listener, leave the group, free the client.
 
@@ -222,8 +244,7 @@ class KafkaSource:
             if owned and self._listener is not None:
                 self._listener.on_revoked(owned)
         finally:
-            self._owned.clear()
-            self._paused.clear()
+            self._forget(owned)
             try:
                 self._consumer.close()
             except KafkaException as exc:
@@ -252,6 +273,11 @@ class KafkaSource:
             # newly assigned to this member starts unpaused, as the listener expects.
             consumer.resume(start)
         self._owned.update(positions)
+        for pid, pos in positions.items():
+            if pos is None:
+                self._starts.pop(pid, None)
+            else:
+                self._starts[pid] = pos.offset
         if positions and self._listener is not None:
             logger.debug("%s: assigned %s", self._name, sorted(positions))
             self._listener.on_assigned(positions)
@@ -271,8 +297,7 @@ class KafkaSource:
             return
         if lost:
             # Already taken away: no longer owned, so a commit for them fails fast.
-            self._owned.difference_update(ids)
-            self._paused.difference_update(ids)
+            self._forget(ids)
             logger.warning("%s: partitions lost: %s", self._name, ids)
             self._listener.on_lost(ids)
             return
@@ -281,8 +306,13 @@ class KafkaSource:
             logger.debug("%s: revoked %s", self._name, ids)
             self._listener.on_revoked(ids)
         finally:
-            self._owned.difference_update(ids)
-            self._paused.difference_update(ids)
+            self._forget(ids)
+
+    def _forget(self, ids: Iterable[PartitionId]) -> None:
+        for pid in ids:
+            self._owned.discard(pid)
+            self._paused.discard(pid)
+            self._starts.pop(pid, None)
 
     def _committed(
         self, consumer: Consumer, partitions: list[TopicPartition]
@@ -312,8 +342,7 @@ class KafkaSource:
             # The client is unusable and another member may own our partitions already
             # (e.g. a fenced static member): tell the listener they are lost, then fail.
             owned = sorted(self._owned)
-            self._owned.clear()
-            self._paused.clear()
+            self._forget(owned)
             if owned and self._listener is not None:
                 self._listener.on_lost(owned)
             raise SourceError(f"{self._name}: fatal consumer error: {_describe_error(error)}")
