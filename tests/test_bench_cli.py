@@ -7,6 +7,7 @@ included) on 300 messages; the other tests reuse its JSON file or run something 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,8 +26,14 @@ ROW_KEYS = {
     "scenario", "variant", "engine", "tps", "tps_runs", "runtime_s", "ratio_to_raw",
     "ratio_to_baseline", "messages", "handled", "distinct", "lost", "duplicates",
     "ordering_check", "latency_ms", "latency_cdf", "handler_ms_avg", "startup_s", "wall_s",
-    "status", "partitions", "keys", "ordering", "concurrency", "other_cpu",
+    "status", "partitions", "keys", "ordering", "concurrency", "other_cpu", "ceiling_tps",
+    "ceiling_how", "ratio_to_ceiling",
 }  # fmt: skip
+# Engines timed as bare work next to laneway, per scenario (see laneway.bench.ceilings).
+CEILINGS = {
+    "sleep": {"thread": "10 threads", "async": "10 coroutines"},
+    "cpu": {"baseline": "1 process", "thread": "1 process", "async": "1 process"},
+}
 MACHINE_KEYS = {"cores", "python", "platform", "laneway", "confluent_kafka", "librdkafka"}
 SMALL = ["--messages", "300", "--keys", "10", "--partitions", "2", "--work-ms", "1"]
 # keys scenario: one variant per ordering mode (3); every other scenario: one variant.
@@ -108,6 +115,40 @@ def test_table_and_recommendations_are_printed(
         assert f"{advice['scenario']}: {advice['text']}" in out
     io = next(a for a in doc["recommendations"] if a["scenario"] == "io")
     assert io["text"].startswith("~1 ms network round trip per message")
+
+
+def test_the_bare_work_is_timed_next_to_the_engines(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    result, doc, _ = full_run
+    cores = os.cpu_count() or 1
+    for row in doc["rows"]:
+        where = f"{row['scenario']} {row['engine']}"
+        expected = dict(CEILINGS.get(row["scenario"], {}))
+        if row["scenario"] == "cpu":
+            expected["process"] = f"{cores} processes"
+        if row["engine"] in expected:
+            assert row["ceiling_how"] == expected[row["engine"]], where
+            assert row["ceiling_tps"] > 0, where
+            assert row["ratio_to_ceiling"] == pytest.approx(row["tps"] / row["ceiling_tps"])
+        else:
+            assert row["ceiling_tps"] is None and row["ratio_to_ceiling"] is None, where
+    out = " ".join(result.stdout.split())
+    assert "Work alone (no laneway, same run" in out
+    assert "10 coroutines on uvloop" in out
+    assert f"{cores} processes = x" in out
+
+
+def test_no_ceilings_skips_the_bare_work(tmp_path: Path) -> None:
+    json_path = tmp_path / "run.json"
+    result = invoke(
+        [*SMALL, "--scenarios", "cpu", "--engines", "baseline", "--no-ceilings",
+         "--json", str(json_path)]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(json_path.read_text())["rows"]
+    assert row["ceiling_tps"] is None
+    assert "Work alone" not in result.stdout
 
 
 def test_plot_writes_png_charts(full_run: tuple[Result, dict[str, Any], Path]) -> None:

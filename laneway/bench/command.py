@@ -118,6 +118,14 @@ def _orderings(
     help="The async engine's event loop (auto: uvloop when installed).",
 )
 @click.option(
+    "--ceilings/--no-ceilings",
+    default=True,
+    show_default=True,
+    help="Also time the bare work of the sleep and cpu scenarios without laneway (threads, "
+    "coroutines, 1 and N processes), so each engine is shown against what the machine "
+    "allows in the same run.",
+)
+@click.option(
     "--repeat",
     default=1,
     show_default=True,
@@ -167,6 +175,7 @@ def bench(
     cpu_iterations: int | None,
     concurrency: int | None,
     event_loop: str,
+    ceilings: bool,
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
@@ -206,6 +215,7 @@ def bench(
         scenarios=scenarios,
         engines=engines,
         event_loop=EventLoop(event_loop),
+        ceilings=ceilings,
         overrides=overrides,
         repeat=repeat,
         timeout=timeout,

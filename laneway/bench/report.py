@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from laneway.bench.ceilings import Limits
 from laneway.bench.results import Row, is_valid
 from laneway.bench.scenarios import describe_work
 
@@ -156,11 +157,46 @@ def _geomean(values: Sequence[float]) -> float:
     return math.exp(sum(math.log(v) for v in positive) / len(positive))
 
 
+def ceiling_lines(
+    rows: Sequence[Row],
+    limits: Limits,
+    event_loop: str,
+) -> list[str]:
+    """One line per variant: each ceiling and the share of it its engine reached."""
+    by_key = {(r["scenario"], r["variant"], r["engine"]): r for r in rows}
+    lines = []
+    for (scenario, variant), found in limits.items():
+        parts = []
+        for engine, ceiling in found.items():
+            if engine in ("thread", "async") and scenario == "cpu":
+                continue  # the GIL: the same one-process figure as the baseline's
+            how = ceiling.how + (f" on {event_loop}" if engine == "async" else "")
+            row = by_key.get((scenario, variant, engine))
+            reached = row and row["ratio_to_ceiling"]
+            share = f" ({engine} reached {reached:.2f} of it)" if reached else ""
+            parts.append(f"{how} {ceiling.tps:,.0f} msg/s{share}")
+        one, many = found.get("baseline"), found.get("process")
+        if one and many and one.tps > 0:
+            parts.append(f"{many.how} = x{many.tps / one.tps:.2f} of 1 process")
+        lines.append(f"{scenario} {variant}: " + "; ".join(parts))
+    return lines
+
+
 def print_report(
-    console: Console, rows: Sequence[Row], title: str, advice: Sequence[dict[str, Any]]
+    console: Console,
+    rows: Sequence[Row],
+    title: str,
+    advice: Sequence[dict[str, Any]],
+    limits: Limits,
+    event_loop: str,
 ) -> None:
     console.print(results_table(rows, title))
     console.print(FOOTNOTE, style="dim", soft_wrap=False)
+    if limits:
+        console.print()
+        console.print("[bold]Work alone[/bold] (no laneway, same run; median of repetitions)")
+        for line in ceiling_lines(rows, limits, event_loop):
+            console.print(f"  {line}", highlight=False)
     disturbed = [r for r in rows if r["other_cpu"] > DISTURBED]
     if disturbed:
         worst = max(disturbed, key=lambda r: r["other_cpu"])

@@ -33,6 +33,11 @@ JSON schema (``schema`` = 1), one top-level object:
     ``handler_ms_avg``   mean handler time (start -> end)
     ``startup_s``        ``run()`` call -> first handler start (not in ``runtime_s``)
     ``wall_s``           the whole ``run()`` call; ``produce_s`` producing the backlog
+    ``ceiling_tps``      msg/s of the bare work run the way this engine runs it, without
+                         laneway, in the same run (see :mod:`laneway.bench.ceilings`;
+                         ``null`` for scenarios not bound by their work or with
+                         ``--no-ceilings``); ``ceiling_how`` says how (``"2 processes"``)
+    ``ratio_to_ceiling`` ``tps`` / ``ceiling_tps`` (or ``null``)
     ``other_cpu``        share of all cores that *other* processes used during the run
                          (0 on an idle machine; more makes every figure lower and noisier)
     ``status``           ``OK``, ``TIMEOUT`` or ``ERROR`` (``error`` says why)
@@ -59,6 +64,7 @@ import psutil
 
 import laneway
 from laneway.bench.analysis import FAIL, check, latency
+from laneway.bench.ceilings import Limits
 from laneway.bench.harness import ERROR, OK, TIMEOUT, Measurement
 
 Row = dict[str, Any]
@@ -111,6 +117,9 @@ def measure_row(m: Measurement, target: str) -> Row:
         "repeats": 1,
         "profiles": list(m.profiles),
         "other_cpu": m.other_cpu,
+        "ceiling_tps": None,
+        "ceiling_how": None,
+        "ratio_to_ceiling": None,
     }  # fmt: skip
 
 
@@ -145,6 +154,18 @@ def merge_rows(rows: Sequence[Row]) -> list[Row]:
             if base is not None and base["status"] == OK and base["tps"] > 0:
                 row[key] = row["tps"] / base["tps"]
     return merged
+
+
+def attach_ceilings(rows: Sequence[Row], limits: Limits) -> None:
+    """Fill ``ceiling_tps``, ``ceiling_how`` and ``ratio_to_ceiling`` of merged rows."""
+    for row in rows:
+        ceiling = limits.get((row["scenario"], row["variant"]), {}).get(row["engine"])
+        if ceiling is None or ceiling.tps <= 0:
+            continue
+        row["ceiling_tps"] = ceiling.tps
+        row["ceiling_how"] = ceiling.how
+        if row["status"] == OK:
+            row["ratio_to_ceiling"] = row["tps"] / ceiling.tps
 
 
 def is_valid(row: Row) -> bool:

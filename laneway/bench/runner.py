@@ -12,11 +12,21 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from laneway.bench import ceilings
+from laneway.bench.ceilings import Ceiling
 from laneway.bench.echo import EchoServer
 from laneway.bench.harness import OK, Harness, Measurement
 from laneway.bench.report import print_report, recommendations
-from laneway.bench.results import Row, document, is_valid, measure_row, merge_rows, write_json
-from laneway.bench.scenarios import Overrides, plan
+from laneway.bench.results import (
+    Row,
+    attach_ceilings,
+    document,
+    is_valid,
+    measure_row,
+    merge_rows,
+    write_json,
+)
+from laneway.bench.scenarios import Overrides, RunSpec, plan
 from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
@@ -32,6 +42,7 @@ class BenchOptions:
     scenarios: tuple[str, ...]
     engines: tuple[str, ...]
     event_loop: EventLoop
+    ceilings: bool
     overrides: Overrides
     repeat: int
     timeout: float
@@ -78,7 +89,15 @@ def run_bench(options: BenchOptions) -> bool:
             target, progress, options.timeout, options.profile_dir, echo_port, options.event_loop
         )
         overall = progress.add_task(f"laneway bench ({target.kind})", total=len(runs))
+        measured: dict[tuple[str, str], list[list[Ceiling]]] = {}
         for spec in runs:
+            if options.ceilings and _first_of_repetition(spec, runs):
+                found = ceilings.measure(
+                    spec.scenario, spec.variant, options.engines, options.event_loop
+                )
+                if found:
+                    measured.setdefault(_variant_key(spec), []).append(found)
+                    progress.console.print(_ceiling_line(spec, found), highlight=False)
             measurement = harness.run(spec)
             row = measure_row(measurement, target.kind)
             rows.append(row)
@@ -86,16 +105,37 @@ def run_bench(options: BenchOptions) -> bool:
             progress.console.print(_one_line(measurement, row), highlight=False, soft_wrap=True)
             del measurement  # its records must not weigh on the next run's garbage collector
     merged = merge_rows(rows)
+    limits = {key: ceilings.merge(found) for key, found in measured.items()}
+    attach_ceilings(merged, limits)
     advice = recommendations(merged)
     title = f"laneway bench on the {target.kind} log"
     if isinstance(target, KafkaTarget):
         title += f" at {target.bootstrap_servers}"
     if "async" in options.engines:
         title += f"; async engine on {resolve(options.event_loop).value}"
-    print_report(console, merged, title, advice)
+    print_report(console, merged, title, advice, limits, resolve(options.event_loop).value)
     settings = _settings(options, target, started_at)
     _write_outputs(console, options, settings, merged, advice)
     return all(is_valid(r) for r in merged)
+
+
+def _first_of_repetition(spec: RunSpec, runs: list[RunSpec]) -> bool:
+    """True for the first engine's run of a (scenario, variant, repetition)."""
+    first = next(
+        r
+        for r in runs
+        if (r.scenario.name, r.variant, r.repeat) == (spec.scenario.name, spec.variant, spec.repeat)
+    )
+    return first is spec
+
+
+def _variant_key(spec: RunSpec) -> tuple[str, str]:
+    return spec.scenario.name, spec.variant.label
+
+
+def _ceiling_line(spec: RunSpec, found: list[Ceiling]) -> str:
+    head = f"{spec.scenario.name} {spec.variant.label} work alone"
+    return head + ": " + ", ".join(f"{c.how} {c.tps:,.0f} msg/s" for c in found)
 
 
 def _one_line(m: Measurement, row: Row) -> str:
@@ -147,6 +187,7 @@ def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[st
         "repeat": options.repeat,
         "timeout_s": options.timeout,
         "profile": options.profile_dir is not None,
+        "ceilings": options.ceilings,
         "overrides": asdict(options.overrides),
         "started_at": started_at,
         "argv": list(sys.argv),
