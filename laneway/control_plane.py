@@ -21,6 +21,7 @@ from laneway.dead_letters import DeadLetterRouter, FailureCallback
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
 from laneway.message import Message, PartitionId
+from laneway.scheduling.drain_rate import DrainRate
 from laneway.scheduling.ownership import OwnedPartition
 from laneway.sources.base import CommitPosition, Source
 from laneway.stats import ConsumerStats, LatencyWindow
@@ -37,6 +38,8 @@ messages arrive, so this only sets how often finished work is collected when not
 comes (e.g. the whole backlog is fetched): every 20 ms rather than every 5 ms cut the
 control thread's GIL wake-ups fourfold and made 5 ms blocking handlers on 100 threads run
 ~5% faster (they wait less for the GIL after each sleep)."""
+STARVE_HORIZON = 0.05
+"""Seconds of work in the buffer above which a starving partition is worth pausing others."""
 PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 
@@ -63,7 +66,8 @@ class ControlPlane:
     source keeps being polled, so a Kafka group session stays alive and rebalances are
     served) until the count falls to half of it. One poll asks for no more than a fair
     share (``max_buffered`` / owned partitions), and once half the buffer is in use (a
-    quarter, if a partition with unread messages has nothing buffered), partitions
+    quarter, if a partition with unread messages has nothing buffered and the engine
+    needs more than ``STARVE_HORIZON`` to finish what is buffered), partitions
     holding more than their share are paused on their own (until they are under three
     quarters of it, or seven eighths of the buffer is free): Kafka delivers messages in
     large per-partition chunks, and without this a few partitions would fill the buffer
@@ -89,6 +93,7 @@ class ControlPlane:
         self._owned: dict[PartitionId, OwnedPartition] = {}
         self._zombies: dict[PartitionId, int] = {}
         self._latency = LatencyWindow()
+        self._drain = DrainRate()
         self._buffered = 0
         self._paused = False
         self._over_share: set[PartitionId] = set()
@@ -206,9 +211,11 @@ class ControlPlane:
     def _accept(self, messages: list[Message]) -> None:
         if not messages:
             return
+        now = time.monotonic()
         if self._started is None:
-            self._started = time.monotonic()
-        self._last_arrival = time.monotonic()
+            self._started = now
+            self._drain.started(now)
+        self._last_arrival = now
         dispatch: list[Message] = []
         owned = self._owned
         for pid, group in groupby(messages, key=_partition_of):
@@ -252,10 +259,20 @@ class ControlPlane:
             for pid, partition in self._owned.items()
             if partition.buffered >= share and pid not in self._over_share
         ]
-        if over and (in_use >= self._config.max_buffered // 2 or self._starving()):
+        if over and (
+            in_use >= self._config.max_buffered // 2
+            or (self._drains_slowly(in_use) and self._starving())
+        ):
             self._over_share.update(over)
             if not self._paused:
                 self._source.pause(over)
+
+    def _drains_slowly(self, in_use: int) -> bool:
+        """True when the engine needs more than ``STARVE_HORIZON`` seconds to finish what is
+        buffered (a fast consumer reaches a starving partition's messages on its own, and a
+        pause would only cost the others a refetch)."""
+        rate = self._drain.per_second(time.monotonic())
+        return rate is not None and in_use > rate * STARVE_HORIZON
 
     def _starving(self) -> bool:
         """True when a partition has nothing buffered although the source has more of it:
@@ -280,6 +297,7 @@ class ControlPlane:
             finished.extend(settled)
         if not finished:
             return
+        self._drain.finished(len(finished), time.monotonic())
         self._latency.record(finished)
         owned = self._owned
         released: list[Message] = []
