@@ -1,7 +1,8 @@
 """Retrying a failing handler: the policy, and the one place that decides what a failure is.
 
 Every engine runs a handler through :func:`call` (or :func:`call_async`): any exception,
-``BaseException`` subclasses included, is a failed attempt; after ``max_retries``
+``BaseException`` subclasses included, is a failed attempt, and so is a sync handler
+returning an awaitable (:func:`refuse_awaitable`); after ``max_retries``
 retries the message is given up and reported as a :class:`~laneway.engines.base.Failure`
 (then dead-lettered). The lane of the message waits during the backoff, so its order
 holds; other lanes go on.
@@ -10,6 +11,7 @@ holds; other lanes go on.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import sys
 import threading
@@ -79,6 +81,22 @@ def describe(error: BaseException) -> tuple[str, str]:
     return type(error).__name__, text[:MAX_ERROR_TEXT]
 
 
+def refuse_awaitable(result: object) -> None:
+    """Raise ``TypeError`` when a sync handler returned an awaitable (say, it called an
+    ``async def`` function and forgot the ``await``): nothing would ever await it, so its
+    work would not run while the message counted as done. The coroutine is closed, so
+    Python does not also warn that it was never awaited."""
+    if result is None or not inspect.isawaitable(result):
+        return
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"the handler returned {type(result).__name__} {result!r:.80}, which this engine "
+        "never awaits, so its work did not run; make the handler 'async def' and use "
+        "engine='async', or await the call inside an async handler"
+    )
+
+
 def call(
     handler: Callable[[Message], object],
     message: Message,
@@ -92,7 +110,7 @@ def call(
     (:func:`aborts`) propagates; anything else a handler raises fails the message.
     """
     try:
-        handler(message)
+        refuse_awaitable(handler(message))
     except BaseException as error:
         if aborts(error):
             raise
@@ -118,7 +136,7 @@ def retry(
             raise Interrupted
         attempts += 1
         try:
-            handler(message)
+            refuse_awaitable(handler(message))
         except BaseException as next_error:
             if aborts(next_error):
                 raise

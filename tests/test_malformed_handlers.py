@@ -1,9 +1,10 @@
 """Misbehaving handlers: each case has one defined outcome (embedded log; the source
 plays no part in it).
 
-* A handler's return value is ignored: ints, arbitrary objects, and a coroutine returned
-  by a *sync* handler (its body never runs; Python warns "never awaited") -- the
-  message counts as processed.
+* A handler's return value is ignored (ints, arbitrary objects): the message counts as
+  processed. Except an awaitable returned by a *sync* handler (an ``async`` call without
+  its ``await``): its body would never run, so the attempt fails with a ``TypeError``
+  saying so, and the message is retried, then dead-lettered, never silently "done".
 * A handler raising any ``BaseException`` (``SystemExit``, ``GeneratorExit``, a custom
   subclass) fails that attempt: it is retried, then dead-lettered, and the consumer goes
   on. ``KeyboardInterrupt`` raised by a handler anywhere but the main thread (thread,
@@ -113,13 +114,12 @@ def committed_all(topic: EmbeddedTopic) -> bool:
 # -- return values ---------------------------------------------------------------------
 
 
-@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
 @pytest.mark.parametrize(
     ("engine", "handler"),
     [
         (engine, handler)
         for engine in ("sync", "thread", "process")
-        for handler in (returns_int, returns_object, returns_coroutine)
+        for handler in (returns_int, returns_object)
     ]
     + [("async", returns_int_async), ("async", returns_object_async)],
 )
@@ -138,6 +138,34 @@ def test_return_values_are_ignored(
     stats = run_bounded(consumer, 40)
     assert (stats.processed, stats.failed) == (40, 0)
     assert committed_all(topic)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # the coroutine is closed, not leaked
+@pytest.mark.parametrize("engine", ["sync", "thread", "process"])
+def test_a_coroutine_returned_by_a_sync_handler_fails_the_message(
+    engine: str, record_dir: Path
+) -> None:
+    topic = EmbeddedTopic(partitions=2)
+    topic.produce([(f"k{i % 5}".encode(), b"v") for i in range(10)])
+    consumer = laneway.Consumer(
+        topic.source(GROUP),
+        returns_coroutine,
+        engine=engine,
+        concurrency=2 if engine in ("thread", "process") else None,
+        max_retries=1,
+        retry_backoff=0.01,
+        handle_signals=False,
+    )
+    stats = run_bounded(consumer, 10)
+    assert (stats.processed, stats.failed, stats.dead_lettered) == (0, 10, 10)
+    assert committed_all(topic)
+    letters = topic.read("orders.dlq", 10)
+    assert len(letters) == 10
+    for _, _, headers in letters:
+        named = dict(headers)
+        assert named["laneway.error.type"] == b"TypeError"
+        assert b"engine='async'" in named["laneway.error.message"]
+        assert named["laneway.attempts"] == b"2"
     assert list(record_dir.glob("coroutine-ran-*")) == [], "a returned coroutine was run"
 
 

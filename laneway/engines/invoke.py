@@ -14,7 +14,15 @@ from collections.abc import Awaitable, Callable
 
 from laneway.engines.base import Completions, Failure
 from laneway.message import Message
-from laneway.retry import Interrupted, RetryPolicy, aborts, call_async, retry, retry_async
+from laneway.retry import (
+    Interrupted,
+    RetryPolicy,
+    aborts,
+    call_async,
+    refuse_awaitable,
+    retry,
+    retry_async,
+)
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]
@@ -56,7 +64,9 @@ def run_sync(
             except IndexError:
                 break
             try:
-                handler(message)
+                result = handler(message)
+                if result is not None:
+                    refuse_awaitable(result)
             except BaseException as first_error:
                 if aborts(first_error):
                     raise
