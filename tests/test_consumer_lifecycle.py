@@ -8,10 +8,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from topics import EmbeddedTopic, KafkaTopic
+from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
 from laneway.message import Message
@@ -175,14 +176,10 @@ def test_buffering_stays_bounded_with_a_million_message_backlog(
     "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 )
 def test_the_buffer_is_shared_fairly_across_partitions(
-    source_kind: str, request: pytest.FixtureRequest
+    source_kind: str, make_topic: Callable[[str, int], LogTopic]
 ) -> None:
     records = [(f"p{i % 8}-{i}".encode(), b"v") for i in range(8_000)]
-    topic: EmbeddedTopic | KafkaTopic
-    if source_kind == "embedded":
-        topic = EmbeddedTopic(partitions=8)
-    else:
-        topic = KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions=8)
+    topic = make_topic(source_kind, 8)
     topic.produce(records)
     first: list[int] = []
     lock = threading.Lock()
@@ -212,7 +209,7 @@ def test_the_buffer_is_shared_fairly_across_partitions(
     "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 )
 def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
-    source_kind: str, request: pytest.FixtureRequest
+    source_kind: str, make_topic: Callable[[str, int], LogTopic]
 ) -> None:
     # 100 keys spread unevenly over 8 partitions, twice as many messages as max_buffered.
     # Kafka hands out partitions in large chunks; if the first few took the whole buffer,
@@ -220,11 +217,7 @@ def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
     # 100 messages of another key were done; now after ~2).
     keys, per_key, work = 100, 100, 0.005
     records = [(f"k{i % keys}".encode(), b"v") for i in range(keys * per_key)]
-    topic: EmbeddedTopic | KafkaTopic
-    if source_kind == "embedded":
-        topic = EmbeddedTopic(partitions=8)
-    else:
-        topic = KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions=8)
+    topic = make_topic(source_kind, 8)
     topic.produce(records)
     started: list[bytes] = []
     done: dict[bytes, int] = {}
