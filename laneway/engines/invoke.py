@@ -34,6 +34,28 @@ of a slow lane; reporting only at its end would keep finished messages counted a
 whole run. One clock read per message is the price (~50 ns)."""
 
 
+class _Progress:
+    """The finished and failed messages of one run, reported to ``completions`` at least
+    every ``REPORT_EVERY`` seconds (by :meth:`tick`) and at the end (:meth:`flush`)."""
+
+    __slots__ = ("_completions", "_report_at", "done", "failed")
+
+    def __init__(self, completions: Completions) -> None:
+        self._completions = completions
+        self.done: list[Message] = []
+        self.failed: list[Failure] = []
+        self._report_at = time.monotonic() + REPORT_EVERY
+
+    def tick(self) -> None:
+        if time.monotonic() >= self._report_at:
+            self.flush()
+            self._report_at = time.monotonic() + REPORT_EVERY
+
+    def flush(self) -> None:
+        self._completions.report(self.done, self.failed)
+        self.done, self.failed = [], []
+
+
 def run_sync(
     handler: SyncHandler,
     run: deque[Message],
@@ -50,11 +72,8 @@ def run_sync(
     message whose retry backoff the stop cut short, are put back unstarted (and not
     reported).
     """
-    done: list[Message] = []
-    failed: list[Failure] = []
+    progress = _Progress(completions)
     wait = _waiter(stop)
-    clock = time.monotonic
-    report_at = clock() + REPORT_EVERY
     try:
         while run:
             if stop.is_set():
@@ -76,28 +95,22 @@ def run_sync(
                     run.appendleft(message)
                     break
                 if error is None:
-                    done.append(message)
+                    progress.done.append(message)
                 else:
-                    failed.append(Failure(message, *error))
+                    progress.failed.append(Failure(message, *error))
             else:
-                done.append(message)
-            if clock() >= report_at:
-                completions.report(done, failed)
-                done, failed = [], []
-                report_at = clock() + REPORT_EVERY
+                progress.done.append(message)
+            progress.tick()
     finally:
-        completions.report(done, failed)
+        progress.flush()
 
 
 async def run_async(
     handler: AsyncHandler, run: deque[Message], policy: RetryPolicy, completions: Completions
 ) -> None:
     """The coroutine twin of :func:`run_sync` (cancellation puts the message back)."""
-    done: list[Message] = []
-    failed: list[Failure] = []
+    progress = _Progress(completions)
     inline = policy.timeout is None
-    clock = time.monotonic
-    report_at = clock() + REPORT_EVERY
     try:
         while run:
             message = run.popleft()
@@ -117,15 +130,12 @@ async def run_async(
                 run.appendleft(message)
                 raise
             if error is None:
-                done.append(message)
+                progress.done.append(message)
             else:
-                failed.append(Failure(message, *error))
-            if clock() >= report_at:
-                completions.report(done, failed)
-                done, failed = [], []
-                report_at = clock() + REPORT_EVERY
+                progress.failed.append(Failure(message, *error))
+            progress.tick()
     finally:
-        completions.report(done, failed)
+        progress.flush()
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], bool]:
