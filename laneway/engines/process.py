@@ -42,16 +42,16 @@ import types
 from collections import deque
 from collections.abc import Callable, Collection
 from multiprocessing.connection import Connection, wait
-from operator import attrgetter
 from typing import cast
 
 from laneway.engines.base import Completions, Failure
-from laneway.engines.process_placement import LaneOf, LanePlacement
+from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.message import Message, PartitionId
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
+from laneway.scheduling.lanes import lane_function
 
 log = logging.getLogger("laneway.process")
 
@@ -109,10 +109,9 @@ class ProcessEngine:
         self._next_id = 0
         self._restarts = 0
         self._per_message: float | None = None  # handler seconds per message (moving average)
+        lane_of = lane_function(ordering)
         self._placement = (
-            None
-            if ordering is Ordering.UNORDERED or self._n == 1
-            else LanePlacement(self._n, _lane_key(ordering))
+            None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )
         self._waitables: dict[_Waitable, Slot] = {}
         self._reader: threading.Thread | None = None
@@ -396,10 +395,3 @@ def _advice(name: str, reason: str) -> str:
         "module-level function importable by name (not a lambda, a nested function, or a "
         "function defined in an interactive session)"
     )
-
-
-def _lane_key(ordering: Ordering) -> LaneOf:
-    """What identifies a lane for placement: the key within its partition, or the partition."""
-    if ordering is Ordering.KEY:
-        return attrgetter("topic", "partition", "key")
-    return attrgetter("topic", "partition")

@@ -18,15 +18,12 @@ one is no worse than hashing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-
 from laneway.message import Message
+from laneway.scheduling.lanes import LaneOf
 
 BUCKETS_PER_WORKER = 1024
 """Buckets per worker. Lanes sharing a bucket share a worker; with 1,024 per worker, 100
 keys on 2 workers collide about twice (with 64, about 30 times)."""
-
-LaneOf = Callable[[Message], Hashable]
 
 
 class LanePlacement:
