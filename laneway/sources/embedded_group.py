@@ -68,10 +68,14 @@ class Member:
     def unread(self, pids: list[PartitionId]) -> dict[PartitionId, int]:
         """Records beyond the fetch position, for each owned partition of ``pids``."""
         return {
-            pid: max(0, part.end - max(self.positions[pid], part.start))
+            pid: self._behind(pid, part)
             for pid in pids
             if (part := self.owned.get(pid)) is not None
         }
+
+    def _behind(self, pid: PartitionId, part: PartitionLog) -> int:
+        """Records of ``part`` from this member's fetch position to its end."""
+        return max(0, part.end - max(self.positions[pid], part.start))
 
     def _refresh(self) -> None:
         self._readable = sorted(
@@ -87,11 +91,7 @@ class Member:
         partition cannot starve the others.
         """
         positions = self.positions
-        pending = [
-            (pid, part)
-            for pid, part in self._readable
-            if part.end > max(positions[pid], part.start)
-        ]
+        pending = [(pid, part) for pid, part in self._readable if self._behind(pid, part)]
         if not pending:
             return []
         self._rotation += 1

@@ -212,18 +212,21 @@ class KafkaSource:
         high watermark librdkafka saw in its latest fetch response (no request is made;
         0 until the partition has been fetched once)."""
         self._check_opened()
+        owned = [TopicPartition(*pid) for pid in partitions if pid in self._owned]
+        if not owned:
+            return {}
         consumer = self._consumer
+        try:
+            positions = consumer.position(owned)
+        except KafkaException:
+            return {(tp.topic, tp.partition): 0 for tp in owned}
         counts: dict[PartitionId, int] = {}
-        for pid in partitions:
-            if pid not in self._owned:
-                continue
-            tp = TopicPartition(*pid)
+        for at in positions:
+            pid = (at.topic, at.partition)
             try:
-                _, high = consumer.get_watermark_offsets(tp, cached=True)
-                (at,) = consumer.position([tp])
+                _, high = consumer.get_watermark_offsets(at, cached=True)
             except KafkaException:
-                counts[pid] = 0
-                continue
+                high = -1
             start = at.offset if at.offset >= 0 else self._starts.get(pid, 0)
             counts[pid] = max(0, high - start) if high >= 0 else 0
         return counts
