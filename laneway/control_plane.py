@@ -21,7 +21,7 @@ from laneway.dead_letters import DeadLetterRouter, FailureCallback
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
 from laneway.message import Message, PartitionId
-from laneway.scheduling.drain_rate import DrainRate
+from laneway.scheduling.fair_share import FairShare
 from laneway.scheduling.ownership import OwnedPartition
 from laneway.sources.base import CommitPosition, Source
 from laneway.stats import ConsumerStats, LatencyWindow
@@ -38,8 +38,6 @@ messages arrive, so this only sets how often finished work is collected when not
 comes (e.g. the whole backlog is fetched): every 20 ms rather than every 5 ms cut the
 control thread's GIL wake-ups fourfold and made 5 ms blocking handlers on 100 threads run
 ~5% faster (they wait less for the GIL after each sleep)."""
-STARVE_HORIZON = 0.05
-"""Seconds of work in the buffer above which a starving partition is worth pausing others."""
 PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 
@@ -64,16 +62,9 @@ class ControlPlane:
     Backpressure: once ``max_buffered`` messages are fetched but unfinished, nothing more
     is fetched; if that lasts ``PAUSE_AFTER`` seconds, every owned partition is paused (the
     source keeps being polled, so a Kafka group session stays alive and rebalances are
-    served) until the count falls to half of it. One poll asks for no more than a fair
-    share (``max_buffered`` / owned partitions), and once half the buffer is in use (a
-    quarter, if a partition with unread messages has nothing buffered and the engine
-    needs more than ``STARVE_HORIZON`` to finish what is buffered), partitions
-    holding more than their share are paused on their own (until they are under three
-    quarters of it, or seven eighths of the buffer is free): Kafka delivers messages in
-    large per-partition chunks, and without this a few partitions would fill the buffer
-    and leave the keys of the others with no work. Pausing only when the buffer is
-    filling matters because a Kafka pause drops the partition's prefetched messages; a
-    consumer that keeps up never pauses.
+    served) until the count falls to half of it. One poll asks for no more than a
+    partition's fair share of the buffer, and :class:`FairShare` pauses partitions that
+    hold more than that while the buffer fills, so the keys of every partition get work.
     """
 
     def __init__(
@@ -93,10 +84,9 @@ class ControlPlane:
         self._owned: dict[PartitionId, OwnedPartition] = {}
         self._zombies: dict[PartitionId, int] = {}
         self._latency = LatencyWindow()
-        self._drain = DrainRate()
+        self._fair = FairShare(source, config.max_buffered)
         self._buffered = 0
         self._paused = False
-        self._over_share: set[PartitionId] = set()
         self._processed = 0
         self._failed = 0
         self._skipped = 0
@@ -135,7 +125,7 @@ class ControlPlane:
                 self._commit_or_warn(self._owned, "timed commit")
                 last_commit = now
             room = config.max_buffered - self._buffered
-            self._balance(room)
+            self._fair.balance(self._owned, room, self._paused)
             if self._paused and self._buffered <= low_water:
                 self._set_paused(False)
             elif not self._paused and room <= 0:
@@ -153,7 +143,7 @@ class ControlPlane:
                 self._accept(self._source.poll(max(room, 1), 0.0))
                 continue
             timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
-            most = min(room, config.poll_batch_size, self._share())
+            most = min(room, config.poll_batch_size, self._fair.share(len(self._owned)))
             self._accept(self._source.poll(most, timeout))
 
     def shut_down(self, abort: threading.Event) -> None:
@@ -214,7 +204,7 @@ class ControlPlane:
         now = time.monotonic()
         if self._started is None:
             self._started = now
-            self._drain.started(now)
+            self._fair.drain.started(now)
         self._last_arrival = now
         dispatch: list[Message] = []
         owned = self._owned
@@ -229,57 +219,6 @@ class ControlPlane:
             dispatch.extend(runnable)
         if dispatch:
             self._submit(dispatch)
-
-    def _share(self) -> int:
-        """A partition's fair share of ``max_buffered`` among the owned partitions."""
-        return max(1, self._config.max_buffered // max(1, len(self._owned)))
-
-    def _balance(self, room: int) -> None:
-        """Pause partitions over their share once half the buffer is in use, or a quarter
-        while another partition starves; resume them when they are under three quarters
-        of it or seven eighths of the buffer is free again."""
-        share = self._share()
-        if self._over_share:
-            plenty = room >= self._config.max_buffered * 7 // 8
-            low = share * 3 // 4
-            back = [
-                p
-                for p in self._over_share
-                if plenty or p not in self._owned or self._owned[p].buffered <= low
-            ]
-            if back:
-                self._over_share.difference_update(back)
-                if not self._paused:
-                    self._source.resume([p for p in back if p in self._owned])
-        in_use = self._config.max_buffered - room
-        if in_use < self._config.max_buffered // 4:
-            return
-        over = [
-            pid
-            for pid, partition in self._owned.items()
-            if partition.buffered >= share and pid not in self._over_share
-        ]
-        if over and (
-            in_use >= self._config.max_buffered // 2
-            or (self._drains_slowly(in_use) and self._starving())
-        ):
-            self._over_share.update(over)
-            if not self._paused:
-                self._source.pause(over)
-
-    def _drains_slowly(self, in_use: int) -> bool:
-        """True when the engine needs more than ``STARVE_HORIZON`` seconds to finish what is
-        buffered (a fast consumer reaches a starving partition's messages on its own, and a
-        pause would only cost the others a refetch)."""
-        rate = self._drain.per_second(time.monotonic())
-        return rate is not None and in_use > rate * STARVE_HORIZON
-
-    def _starving(self) -> bool:
-        """True when a partition has nothing buffered although the source has more of it:
-        its messages are queued behind other partitions' (Kafka hands out a partition's
-        backlog in one chunk), so its keys idle until those are consumed."""
-        empty = [pid for pid, partition in self._owned.items() if not partition.buffered]
-        return bool(empty) and any(self._source.unread(empty).values())
 
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
@@ -297,7 +236,7 @@ class ControlPlane:
             finished.extend(settled)
         if not finished:
             return
-        self._drain.finished(len(finished), time.monotonic())
+        self._fair.drain.finished(len(finished), time.monotonic())
         self._latency.record(finished)
         owned = self._owned
         released: list[Message] = []
@@ -343,7 +282,7 @@ class ControlPlane:
 
     def _give_up(self, partitions: Iterable[PartitionId]) -> None:
         for pid in partitions:
-            self._over_share.discard(pid)
+            self._fair.forget(pid)
             partition = self._owned.pop(pid)
             self._buffered -= len(partition.held) + partition.in_engine
             if partition.in_engine:
@@ -378,7 +317,7 @@ class ControlPlane:
         if paused:
             self._source.pause(self._owned)
         else:
-            self._source.resume([p for p in self._owned if p not in self._over_share])
+            self._source.resume(self._fair.resumable(self._owned))
         self._paused = paused
 
     def stats(self) -> ConsumerStats:

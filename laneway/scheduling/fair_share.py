@@ -1,0 +1,107 @@
+"""FairShare: keeps a few partitions from filling the consumer's buffer on their own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from laneway.message import PartitionId
+from laneway.scheduling.drain_rate import DrainRate
+from laneway.scheduling.ownership import OwnedPartition
+
+STARVE_HORIZON = 0.05
+"""Seconds of work in the buffer above which a starving partition is worth pausing others."""
+
+
+class PartitionControl(Protocol):
+    """The part of a :class:`~laneway.sources.base.Source` that :class:`FairShare` uses."""
+
+    def pause(self, partitions: Iterable[PartitionId]) -> None: ...
+
+    def resume(self, partitions: Iterable[PartitionId]) -> None: ...
+
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]: ...
+
+
+class FairShare:
+    """Pauses partitions that hold more than their share of ``max_buffered``.
+
+    Kafka hands out a partition's backlog in large chunks, so without this the first polls
+    would fill the buffer from two or three partitions and the keys of the others would
+    idle. A partition's *share* is ``max_buffered`` / owned partitions; one poll should ask
+    for no more than that. Once half the buffer is in use -- a quarter, if a partition
+    with unread messages has nothing buffered and the engine needs more than
+    ``STARVE_HORIZON`` seconds to finish what is buffered -- partitions holding their
+    share or more are paused on their own, and resumed when they are under three quarters
+    of it or seven eighths of the buffer is free. Pausing only when the buffer is filling
+    matters because a Kafka pause drops the partition's prefetched messages: a consumer
+    that keeps up never pauses. Tuning is through ``max_buffered`` alone.
+
+    Runs on the control thread; ``paused_all`` tells it that the control plane has paused
+    every partition for backpressure (then nothing is resumed here).
+    """
+
+    def __init__(self, source: PartitionControl, max_buffered: int) -> None:
+        self._source = source
+        self._max_buffered = max_buffered
+        self.over_share: set[PartitionId] = set()
+        self.drain = DrainRate()
+
+    def share(self, owned: int) -> int:
+        """A partition's fair share of ``max_buffered`` among ``owned`` partitions."""
+        return max(1, self._max_buffered // max(1, owned))
+
+    def balance(
+        self, owned: Mapping[PartitionId, OwnedPartition], room: int, paused_all: bool
+    ) -> None:
+        """Pause or resume partitions by the rule above; ``room`` is ``max_buffered``
+        minus the messages buffered now."""
+        limit = self._max_buffered
+        share = self.share(len(owned))
+        if self.over_share:
+            plenty = room >= limit * 7 // 8
+            low = share * 3 // 4
+            back = [
+                p for p in self.over_share if plenty or p not in owned or owned[p].buffered <= low
+            ]
+            if back:
+                self.over_share.difference_update(back)
+                if not paused_all:
+                    self._source.resume([p for p in back if p in owned])
+        in_use = limit - room
+        if in_use < limit // 4:
+            return
+        over = [
+            pid
+            for pid, partition in owned.items()
+            if partition.buffered >= share and pid not in self.over_share
+        ]
+        if over and (
+            in_use >= limit // 2 or (self._drains_slowly(in_use) and self._starving(owned))
+        ):
+            self.over_share.update(over)
+            if not paused_all:
+                self._source.pause(over)
+
+    def resumable(self, partitions: Iterable[PartitionId]) -> list[PartitionId]:
+        """Those of ``partitions`` this keeps paused no longer (for lifting backpressure)."""
+        return [p for p in partitions if p not in self.over_share]
+
+    def forget(self, partition: PartitionId) -> None:
+        """``partition`` is no longer owned."""
+        self.over_share.discard(partition)
+
+    def _drains_slowly(self, in_use: int) -> bool:
+        """True when the engine needs more than ``STARVE_HORIZON`` seconds to finish what is
+        buffered (a fast consumer reaches a starving partition's messages on its own, and a
+        pause would only cost the others a refetch)."""
+        rate = self.drain.per_second(time.monotonic())
+        return rate is not None and in_use > rate * STARVE_HORIZON
+
+    def _starving(self, owned: Mapping[PartitionId, OwnedPartition]) -> bool:
+        """True when a partition has nothing buffered although the source has more of it:
+        its messages are queued behind other partitions' (Kafka hands out a partition's
+        backlog in one chunk), so its keys idle until those are consumed."""
+        empty = [pid for pid, partition in owned.items() if not partition.buffered]
+        return bool(empty) and any(self._source.unread(empty).values())

@@ -1,0 +1,129 @@
+"""FairShare: which partitions are paused while the buffer fills, and when they come back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from laneway.message import PartitionId
+from laneway.scheduling.fair_share import STARVE_HORIZON, FairShare
+from laneway.scheduling.ownership import OwnedPartition
+
+MAX_BUFFERED = 800  # 4 partitions: a share of 200
+
+
+class FakeSource:
+    """Records pause/resume calls and answers ``unread`` from a fixed table."""
+
+    def __init__(self, unread: dict[PartitionId, int] | None = None) -> None:
+        self.paused: set[PartitionId] = set()
+        self.calls: list[tuple[str, list[PartitionId]]] = []
+        self._unread = unread or {}
+
+    def pause(self, partitions: Iterable[PartitionId]) -> None:
+        batch = sorted(partitions)
+        self.calls.append(("pause", batch))
+        self.paused.update(batch)
+
+    def resume(self, partitions: Iterable[PartitionId]) -> None:
+        batch = sorted(partitions)
+        self.calls.append(("resume", batch))
+        self.paused.difference_update(batch)
+
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        return {p: self._unread.get(p, 0) for p in partitions}
+
+
+def owned(*buffered: int) -> dict[PartitionId, OwnedPartition]:
+    partitions: dict[PartitionId, OwnedPartition] = {}
+    for index, count in enumerate(buffered):
+        partition = OwnedPartition(None, 4096)
+        partition.in_engine = count
+        partitions[("t", index)] = partition
+    return partitions
+
+
+def room_left(partitions: dict[PartitionId, OwnedPartition]) -> int:
+    return MAX_BUFFERED - sum(p.buffered for p in partitions.values())
+
+
+def fair_share(source: FakeSource, drained_per_second: float | None) -> FairShare:
+    fair = FairShare(source, MAX_BUFFERED)
+    if drained_per_second is not None:
+        now = time.monotonic()
+        fair.drain.started(now - 1.0)
+        fair.drain.finished(int(drained_per_second), now)
+    return fair
+
+
+def test_the_share_is_the_buffer_split_over_owned_partitions() -> None:
+    fair = fair_share(FakeSource(), None)
+    assert fair.share(4) == 200
+    assert fair.share(0) == MAX_BUFFERED
+    assert fair.share(10_000) == 1
+
+
+def test_nothing_is_paused_while_under_a_quarter_of_the_buffer_is_used() -> None:
+    source = FakeSource(unread={("t", 1): 1_000})
+    partitions = owned(199, 0, 0, 0)
+    fair_share(source, drained_per_second=1.0).balance(partitions, room_left(partitions), False)
+    assert source.calls == []
+
+
+def test_over_share_partitions_are_paused_from_half_full_and_resumed_under_three_quarters() -> None:
+    source = FakeSource()
+    fair = fair_share(source, drained_per_second=None)
+    partitions = owned(250, 200, 0, 0)  # 450 of 800 in use
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0), ("t", 1)}
+
+    partitions[("t", 0)].in_engine = 151  # above 3/4 of the share: stays paused
+    partitions[("t", 1)].in_engine = 150
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0)}
+
+
+def test_all_paused_partitions_come_back_once_seven_eighths_of_the_buffer_is_free() -> None:
+    source = FakeSource()
+    fair = fair_share(source, drained_per_second=None)
+    partitions = owned(400, 0, 0, 0)
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0)}
+    partitions[("t", 0)].in_engine = 100  # still at the share's half, but the buffer is empty
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == set()
+
+
+def test_a_starving_partition_pauses_the_others_from_a_quarter_when_draining_is_slow() -> None:
+    partitions = owned(220, 0, 0, 0)  # 220 in use: a quarter but not half
+    slow = 220 / STARVE_HORIZON / 2  # finishing the 220 buffered takes twice the horizon
+    source = FakeSource(unread={("t", 2): 500})
+    fair_share(source, drained_per_second=slow).balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0)}
+
+
+def test_no_pause_for_a_starving_partition_when_the_engine_drains_fast() -> None:
+    partitions = owned(220, 0, 0, 0)
+    fast = 220 / STARVE_HORIZON * 10
+    source = FakeSource(unread={("t", 2): 500})
+    fair_share(source, drained_per_second=fast).balance(partitions, room_left(partitions), False)
+    assert source.calls == []
+
+
+def test_empty_partitions_with_nothing_unread_are_not_starving() -> None:
+    partitions = owned(220, 0, 0, 0)
+    source = FakeSource(unread={})
+    fair_share(source, drained_per_second=1.0).balance(partitions, room_left(partitions), False)
+    assert source.calls == []
+
+
+def test_while_everything_is_paused_it_only_keeps_count() -> None:
+    source = FakeSource()
+    fair = fair_share(source, drained_per_second=None)
+    partitions = owned(400, 100, 0, 0)
+    fair.balance(partitions, room_left(partitions), True)
+    assert source.calls == []
+    assert fair.over_share == {("t", 0)}
+    assert fair.resumable(partitions) == [("t", 1), ("t", 2), ("t", 3)]
+    fair.forget(("t", 0))
+    assert fair.resumable(partitions) == list(partitions)
