@@ -1,0 +1,137 @@
+"""How many threads the thread engine wakes: as many as the queued work needs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from laneway.engines.base import Completions
+from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, another_thread_pays
+from laneway.message import Message
+from laneway.options import Ordering
+from laneway.retry import RetryPolicy
+
+ONCE = RetryPolicy(max_retries=0)
+
+
+def batch(count: int, keys: int, first_offset: int = 0) -> list[Message]:
+    return [Message("t", 0, first_offset + i, f"k{i % keys}".encode(), b"") for i in range(count)]
+
+
+def collect(completions: Completions, expected: int, timeout: float = 20.0) -> list[Message]:
+    done: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(done) < expected and time.monotonic() < deadline:
+        completions.wait(0.05)
+        finished, failed = completions.take()
+        assert not failed
+        done.extend(finished)
+    return done
+
+
+def busy_for(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+class Threads:
+    """A handler that notes which thread ran each message and how many ran at once."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.seen: set[int] = set()
+        self.running = 0
+        self.peak = 0
+
+    def __call__(self, message: Message) -> None:
+        with self.lock:
+            self.seen.add(threading.get_ident())
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        if self.seconds:
+            time.sleep(self.seconds)
+        with self.lock:
+            self.running -= 1
+
+    def reset(self) -> None:
+        with self.lock:
+            self.seen.clear()
+            self.peak = 0
+
+
+def test_near_instant_handlers_run_on_a_few_threads() -> None:
+    seen: set[int] = set()
+
+    def handle(message: Message) -> None:
+        seen.add(threading.get_ident())  # no lock: one more lock would be the bottleneck
+
+    engine = ThreadEngine(handle, Ordering.KEY, 64, ONCE)
+    completions = Completions()
+    engine.start(completions)
+    try:
+        engine.submit(batch(2_000, keys=100))  # handler time is measured on these
+        assert len(collect(completions, 2_000)) == 2_000
+        seen.clear()
+        for poll in range(5):  # then work arrives poll by poll, 100 ready lanes each time,
+            engine.submit(batch(1_000, keys=100, first_offset=2_000 + poll * 1_000))
+            busy_for(0.002)  # from a thread that keeps the GIL busy between polls
+        assert len(collect(completions, 5_000)) == 5_000
+    finally:
+        engine.close(5.0)
+    # Waking a thread per ready lane would put all 64 to work for microseconds each.
+    assert len(seen) <= 16
+
+
+def test_blocking_handlers_get_a_thread_per_ready_lane() -> None:
+    handler = Threads(seconds=0.02)
+    engine = ThreadEngine(handler, Ordering.KEY, 32, ONCE)
+    completions = Completions()
+    engine.start(completions)
+    try:
+        engine.submit(batch(4, keys=4))
+        assert len(collect(completions, 4)) == 4
+        handler.reset()
+        engine.submit(batch(96, keys=32, first_offset=4))
+        assert len(collect(completions, 96)) == 96
+    finally:
+        engine.close(5.0)
+    assert handler.peak >= 24
+
+
+def test_a_slow_key_does_not_hold_up_the_others_once_handlers_are_known_to_be_fast() -> None:
+    gate = threading.Event()
+
+    def handle(message: Message) -> None:
+        if message.key == b"slow":
+            gate.wait(10)
+
+    engine = ThreadEngine(handle, Ordering.KEY, 8, ONCE)
+    completions = Completions()
+    engine.start(completions)
+    try:
+        engine.submit(batch(2_000, keys=50))
+        assert len(collect(completions, 2_000)) == 2_000
+        # The one running thread blocks on the slow key; the queued fast work looks like
+        # microseconds, so only the stall watcher can bring another thread in.
+        slow = Message("t", 1, 0, b"slow", b"")
+        fast = [Message("t", 1, i + 1, f"k{i}".encode(), b"") for i in range(50)]
+        engine.submit([slow, *fast])
+        finished = collect(completions, len(fast), timeout=5)
+        assert {m.offset for m in finished} == {m.offset for m in fast}
+        gate.set()
+        assert [m.key for m in collect(completions, 1)] == [b"slow"]
+    finally:
+        gate.set()
+        engine.close(5.0)
+
+
+def test_another_thread_pays_for_enough_queued_work_per_running_thread() -> None:
+    assert another_thread_pays(1, running=0, cost=1e-7)  # nobody runs it otherwise
+    assert another_thread_pays(1, running=5, cost=None)  # not measured: assume slow
+    per_thread = WORK_PER_WORKER
+    assert another_thread_pays(3, running=2, cost=per_thread)  # 3 x cost > 2 threads' share
+    assert not another_thread_pays(2, running=2, cost=per_thread)
+    assert not another_thread_pays(10_000, running=1, cost=2e-7)  # 2 ms of near-instant work
+    assert another_thread_pays(10_000, running=1, cost=0.005)  # 50 s of 5 ms waits
