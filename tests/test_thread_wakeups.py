@@ -6,7 +6,7 @@ import threading
 import time
 
 from laneway.engines.base import Completions
-from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, another_thread_pays
+from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, threads_to_wake
 from laneway.message import Message
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
@@ -127,11 +127,15 @@ def test_a_slow_key_does_not_hold_up_the_others_once_handlers_are_known_to_be_fa
         engine.close(5.0)
 
 
-def test_another_thread_pays_for_enough_queued_work_per_running_thread() -> None:
-    assert another_thread_pays(1, running=0, cost=1e-7)  # nobody runs it otherwise
-    assert another_thread_pays(1, running=5, cost=None)  # not measured: assume slow
+def test_threads_are_woken_for_the_queued_work_per_running_thread() -> None:
     per_thread = WORK_PER_WORKER
-    assert another_thread_pays(3, running=2, cost=per_thread)  # 3 x cost > 2 threads' share
-    assert not another_thread_pays(2, running=2, cost=per_thread)
-    assert not another_thread_pays(10_000, running=1, cost=2e-7)  # 2 ms of near-instant work
-    assert another_thread_pays(10_000, running=1, cost=0.005)  # 50 s of 5 ms waits
+    # Not measured yet: a thread per ready lane, as far as idle threads go.
+    assert threads_to_wake(queued=500, ready=100, running=0, idle=64, cost=None) == 64
+    assert threads_to_wake(queued=5, ready=3, running=10, idle=54, cost=None) == 3
+    # Near-instant work: one thread if none runs, none while one does.
+    assert threads_to_wake(queued=10_000, ready=100, running=0, idle=64, cost=2e-7) == 1
+    assert threads_to_wake(queued=10_000, ready=100, running=1, idle=63, cost=2e-7) == 0
+    # Ten threads' worth of queued work, two running: eight more.
+    assert threads_to_wake(queued=10, ready=50, running=2, idle=62, cost=per_thread) == 8
+    # Slow handlers: every ready lane gets a thread.
+    assert threads_to_wake(queued=1_000, ready=100, running=0, idle=128, cost=0.005) == 100

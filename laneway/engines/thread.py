@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -28,12 +29,16 @@ because a run that was preempted, or queued for the GIL behind many threads, can
 thousand times its usual time (an average would then wake ever more threads)."""
 
 
-def another_thread_pays(queued: int, running: int, cost: float | None) -> bool:
-    """Whether ``queued`` messages at ``cost`` seconds each (``None``: not measured yet)
-    are enough work to wake one more thread besides ``running`` ones."""
-    if cost is None or not running:
-        return True  # assume slow handlers until measured; someone must run the work
-    return queued * cost > WORK_PER_WORKER * running
+def threads_to_wake(queued: int, ready: int, running: int, idle: int, cost: float | None) -> int:
+    """How many of ``idle`` threads to wake for ``ready`` lanes holding ``queued`` messages
+    of ``cost`` seconds each (``None``: not measured yet, assume slow handlers), with
+    ``running`` threads at work: enough for ``WORK_PER_WORKER`` seconds of queued work
+    per running thread, at least one if none runs."""
+    limit = min(ready, idle)
+    if cost is None:
+        return limit
+    wanted = max(1, math.ceil(queued * cost / WORK_PER_WORKER))
+    return max(0, min(wanted - running, limit))
 
 
 class ThreadEngine:
@@ -51,7 +56,7 @@ class ThreadEngine:
     Threads are woken as the queued work needs them, not all at once: the engine keeps a
     low estimate of handler time per message over recent runs, and wakes another thread
     only while the queued messages would take more than ``WORK_PER_WORKER`` seconds per
-    running thread (:func:`another_thread_pays`). Blocking handlers therefore get every
+    running thread (:func:`threads_to_wake`). Blocking handlers therefore get every
     thread they have lanes for, while near-instant handlers are run by the threads
     already awake, going from lane to lane (waking a thread for each of a hundred ready
     lanes, to run a dozen messages each, spent more time handing the GIL around than
@@ -97,10 +102,7 @@ class ThreadEngine:
     def submit(self, messages: list[Message]) -> None:
         with self._cond:
             self._scheduler.add(messages)
-            # One wake-up; each worker that claims while more is ready wakes the next (if
-            # the work needs it), so threads join as fast as work appears.
-            if self._needs_another():
-                self._cond.notify()
+            self._cond.notify(self._threads_to_wake())
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)
@@ -129,12 +131,15 @@ class ThreadEngine:
             thread.join(timeout)
         self._threads.clear()
 
-    def _needs_another(self) -> bool:
-        """True when ready lanes and the queued work call for one more running thread."""
+    def _threads_to_wake(self) -> int:
         scheduler = self._scheduler
-        if not scheduler.has_ready() or self._executing >= self._concurrency:
-            return False
-        return another_thread_pays(scheduler.queued, self._executing, self._cost)
+        return threads_to_wake(
+            scheduler.queued,
+            scheduler.ready_lanes(),
+            self._executing,
+            self._concurrency - self._executing,
+            self._cost,
+        )
 
     def _watch(self) -> None:
         while not self._closed.wait(
@@ -182,6 +187,6 @@ class ThreadEngine:
                 self._runs[index] = run
                 self._executing += 1
                 started = self._last_claim = time.monotonic()
-                if self._needs_another():
-                    cond.notify()
+                if scheduler.has_ready() and self._threads_to_wake():
+                    cond.notify()  # e.g. a lane made ready again by a release
             run_sync(self._handler, run, self._policy, self._closed, self._completions)
