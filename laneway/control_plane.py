@@ -143,7 +143,7 @@ class ControlPlane:
                 self._accept(self._source.poll(max(room, 1), 0.0))
                 continue
             timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
-            most = min(room, config.poll_batch_size, self._fair.share(len(self._owned)))
+            most = min(room, config.poll_batch_size, self._fair.poll_limit(len(self._owned)))
             self._accept(self._source.poll(most, timeout))
 
     def shut_down(self, abort: threading.Event) -> None:

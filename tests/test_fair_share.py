@@ -63,9 +63,16 @@ def test_the_share_is_the_buffer_split_over_owned_partitions() -> None:
     assert fair.share(10_000) == 1
 
 
-def test_nothing_is_paused_while_under_a_quarter_of_the_buffer_is_used() -> None:
+def test_nothing_is_paused_while_the_buffer_is_nearly_empty() -> None:
     source = FakeSource(unread={("t", 1): 1_000})
-    partitions = owned(199, 0, 0, 0)
+    partitions = owned(49, 0, 0, 0)  # under 1/16 of 800
+    fair_share(source, drained_per_second=1.0).balance(partitions, room_left(partitions), False)
+    assert source.calls == []
+
+
+def test_without_a_starving_partition_nothing_is_paused_under_half_full() -> None:
+    source = FakeSource()
+    partitions = owned(390, 0, 0, 0)
     fair_share(source, drained_per_second=1.0).balance(partitions, room_left(partitions), False)
     assert source.calls == []
 
@@ -94,12 +101,25 @@ def test_all_paused_partitions_come_back_once_seven_eighths_of_the_buffer_is_fre
     assert source.paused == set()
 
 
-def test_a_starving_partition_pauses_the_others_from_a_quarter_when_draining_is_slow() -> None:
-    partitions = owned(220, 0, 0, 0)  # 220 in use: a quarter but not half
-    slow = 220 / STARVE_HORIZON / 2  # finishing the 220 buffered takes twice the horizon
+def test_while_a_partition_starves_the_others_pause_at_a_quarter_share() -> None:
+    partitions = owned(60, 49, 0, 0)  # a quarter share is 50
+    slow = 109 / STARVE_HORIZON / 2  # finishing the 109 buffered takes twice the horizon
     source = FakeSource(unread={("t", 2): 500})
-    fair_share(source, drained_per_second=slow).balance(partitions, room_left(partitions), False)
+    fair = fair_share(source, drained_per_second=slow)
+    fair.balance(partitions, room_left(partitions), False)
+    assert fair.catching_up
     assert source.paused == {("t", 0)}
+    assert fair.poll_limit(4) == 50  # and polls ask for a quarter share at a time
+
+    partitions[("t", 0)].in_engine = 10  # under 3/4 of a share, but ("t", 2) still starves
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0)}
+
+    partitions[("t", 2)].in_engine = 50  # it got its messages: normal rules again
+    fair.balance(partitions, room_left(partitions), False)
+    assert not fair.catching_up
+    assert source.paused == set()
+    assert fair.poll_limit(4) == 200
 
 
 def test_no_pause_for_a_starving_partition_when_the_engine_drains_fast() -> None:
@@ -107,6 +127,13 @@ def test_no_pause_for_a_starving_partition_when_the_engine_drains_fast() -> None
     fast = 220 / STARVE_HORIZON * 10
     source = FakeSource(unread={("t", 2): 500})
     fair_share(source, drained_per_second=fast).balance(partitions, room_left(partitions), False)
+    assert source.calls == []
+
+
+def test_a_few_unread_messages_are_not_a_backlog() -> None:
+    partitions = owned(220, 0, 0, 0)
+    source = FakeSource(unread={("t", 2): 49, ("t", 3): 3})  # under a quarter share each
+    fair_share(source, drained_per_second=1.0).balance(partitions, room_left(partitions), False)
     assert source.calls == []
 
 
@@ -127,3 +154,16 @@ def test_while_everything_is_paused_it_only_keeps_count() -> None:
     assert fair.resumable(partitions) == [("t", 1), ("t", 2), ("t", 3)]
     fair.forget(("t", 0))
     assert fair.resumable(partitions) == list(partitions)
+
+
+def test_a_partition_paused_here_is_not_starving_when_it_runs_dry() -> None:
+    source = FakeSource(unread={("t", 0): 5_000})
+    fair = fair_share(source, drained_per_second=1.0)  # slow
+    partitions = owned(450, 0, 0, 0)
+    fair.balance(partitions, room_left(partitions), False)
+    assert source.paused == {("t", 0)}
+    partitions[("t", 0)].in_engine = 0  # drained while paused; others still busy
+    partitions[("t", 1)].in_engine = 150
+    fair.balance(partitions, room_left(partitions), False)
+    assert not fair.catching_up
+    assert source.paused == set()  # resumed under three quarters of its share
