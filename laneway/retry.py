@@ -15,6 +15,7 @@ import inspect
 import random
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -168,7 +169,7 @@ async def retry_async(
     """The coroutine twin of :func:`retry`."""
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
-        await asyncio.sleep(policy.delay(attempts))
+        await sleep_at_least(policy.delay(attempts))
         attempts += 1
         try:
             await _attempt(handler, message, policy.timeout)
@@ -179,6 +180,17 @@ async def retry_async(
         else:
             return None
     return (*describe(error), attempts)
+
+
+async def sleep_at_least(seconds: float) -> None:
+    """``asyncio.sleep`` that never returns early. uvloop keeps timers in whole
+    milliseconds against a loop clock read at the start of each loop turn, so a 100.4 ms
+    sleep can end after 99.5 ms by ``time.monotonic``; a backoff must not be shorter than
+    the one drawn."""
+    deadline = time.monotonic() + seconds
+    await asyncio.sleep(seconds)
+    while (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(left)
 
 
 async def _attempt(
