@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import pytest
+from engine_runs import collect
 
 from laneway.engines.asyncio import AsyncEngine
 from laneway.engines.base import Completions, Engine, Failure
@@ -86,17 +87,6 @@ def make_engine(kind: str, ordering: Ordering, rec: Recorder, concurrency: int) 
     if kind == "sync":
         return SyncEngine(handle, ONCE, threading.Event())
     return ThreadEngine(handle, ordering, concurrency, ONCE)
-
-
-def collect(completions: Completions, expected: int, timeout: float = 30.0) -> list[Message]:
-    done: list[Message] = []
-    deadline = time.monotonic() + timeout
-    while len(done) < expected and time.monotonic() < deadline:
-        completions.wait(0.05)
-        finished, failed = completions.take()
-        assert not failed
-        done.extend(finished)
-    return done
 
 
 @pytest.mark.parametrize("kind", ["thread", "async"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from laneway.engines.base import Completions
+from engine_runs import collect, started
+
 from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, threads_to_wake
 from laneway.message import Message
 from laneway.options import Ordering
@@ -16,17 +17,6 @@ ONCE = RetryPolicy(max_retries=0)
 
 def batch(count: int, keys: int, first_offset: int = 0) -> list[Message]:
     return [Message("t", 0, first_offset + i, f"k{i % keys}".encode(), b"") for i in range(count)]
-
-
-def collect(completions: Completions, expected: int, timeout: float = 20.0) -> list[Message]:
-    done: list[Message] = []
-    deadline = time.monotonic() + timeout
-    while len(done) < expected and time.monotonic() < deadline:
-        completions.wait(0.05)
-        finished, failed = completions.take()
-        assert not failed
-        done.extend(finished)
-    return done
 
 
 def busy_for(seconds: float) -> None:
@@ -68,9 +58,7 @@ def test_near_instant_handlers_run_on_a_few_threads() -> None:
         seen.add(threading.get_ident())  # no lock: one more lock would be the bottleneck
 
     engine = ThreadEngine(handle, Ordering.KEY, 64, ONCE)
-    completions = Completions()
-    engine.start(completions)
-    try:
+    with started(engine) as completions:
         engine.submit(batch(2_000, keys=100))  # handler time is measured on these
         assert len(collect(completions, 2_000)) == 2_000
         seen.clear()
@@ -78,8 +66,6 @@ def test_near_instant_handlers_run_on_a_few_threads() -> None:
             engine.submit(batch(1_000, keys=100, first_offset=2_000 + poll * 1_000))
             busy_for(0.002)  # from a thread that keeps the GIL busy between polls
         assert len(collect(completions, 5_000)) == 5_000
-    finally:
-        engine.close(5.0)
     # Waking a thread per ready lane would put all 64 to work for microseconds each.
     assert len(seen) <= 16
 
@@ -87,16 +73,12 @@ def test_near_instant_handlers_run_on_a_few_threads() -> None:
 def test_blocking_handlers_get_a_thread_per_ready_lane() -> None:
     handler = Threads(seconds=0.02)
     engine = ThreadEngine(handler, Ordering.KEY, 32, ONCE)
-    completions = Completions()
-    engine.start(completions)
-    try:
+    with started(engine) as completions:
         engine.submit(batch(4, keys=4))
         assert len(collect(completions, 4)) == 4
         handler.reset()
         engine.submit(batch(96, keys=32, first_offset=4))
         assert len(collect(completions, 96)) == 96
-    finally:
-        engine.close(5.0)
     assert handler.peak >= 24
 
 
@@ -108,23 +90,21 @@ def test_a_slow_key_does_not_hold_up_the_others_once_handlers_are_known_to_be_fa
             gate.wait(10)
 
     engine = ThreadEngine(handle, Ordering.KEY, 8, ONCE)
-    completions = Completions()
-    engine.start(completions)
     try:
-        engine.submit(batch(2_000, keys=50))
-        assert len(collect(completions, 2_000)) == 2_000
-        # The one running thread blocks on the slow key; the queued fast work looks like
-        # microseconds, so only the stall watcher can bring another thread in.
-        slow = Message("t", 1, 0, b"slow", b"")
-        fast = [Message("t", 1, i + 1, f"k{i}".encode(), b"") for i in range(50)]
-        engine.submit([slow, *fast])
-        finished = collect(completions, len(fast), timeout=5)
-        assert {m.offset for m in finished} == {m.offset for m in fast}
-        gate.set()
-        assert [m.key for m in collect(completions, 1)] == [b"slow"]
+        with started(engine) as completions:
+            engine.submit(batch(2_000, keys=50))
+            assert len(collect(completions, 2_000)) == 2_000
+            # The one running thread blocks on the slow key; the queued fast work looks
+            # like microseconds, so only the stall watcher can bring another thread in.
+            slow = Message("t", 1, 0, b"slow", b"")
+            fast = [Message("t", 1, i + 1, f"k{i}".encode(), b"") for i in range(50)]
+            engine.submit([slow, *fast])
+            finished = collect(completions, len(fast), timeout=5)
+            assert {m.offset for m in finished} == {m.offset for m in fast}
+            gate.set()
+            assert [m.key for m in collect(completions, 1)] == [b"slow"]
     finally:
         gate.set()
-        engine.close(5.0)
 
 
 def test_threads_are_woken_for_the_queued_work_per_running_thread() -> None:
