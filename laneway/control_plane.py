@@ -105,6 +105,10 @@ class ControlPlane:
         self._last_arrival = time.monotonic()
         last_commit = time.monotonic()
         low_water = config.max_buffered // 2
+        # Room is worth a poll once it holds a 16th of the buffer: refilling message by
+        # message as each one finishes woke this thread (and took the GIL from handler
+        # threads) hundreds of times a second for one- or two-message polls.
+        worth_a_poll = max(1, min(config.poll_batch_size, config.max_buffered // 16))
         full_since: float | None = None
         while True:
             self._collect()
@@ -128,13 +132,13 @@ class ControlPlane:
             self._fair.balance(self._owned, room, self._paused)
             if self._paused and self._buffered <= low_water:
                 self._set_paused(False)
-            elif not self._paused and room <= 0:
+            elif not self._paused and room < worth_a_poll:
                 # Full: fetch nothing more. Pause only if it stays full for a while:
                 # pausing drops the client's prefetched data, so fast handlers that free
                 # room within moments would pay a refetch for nothing.
                 full_since = now if full_since is None else full_since
                 if now - full_since < PAUSE_AFTER:
-                    self.completions.wait(BUSY_POLL_TIMEOUT)
+                    self.completions.wait(BUSY_POLL_TIMEOUT, worth_a_poll - max(0, room))
                     continue
                 self._set_paused(True)
             full_since = None

@@ -29,9 +29,9 @@ class Failure:
 class Completions:
     """A thread-safe, batch-oriented mailbox from an engine to the control thread.
 
-    Engines call :meth:`finished` / :meth:`failed` with whole batches; the control
-    thread calls :meth:`take` to collect everything reported so far and :meth:`wait` to
-    sleep until something is reported.
+    Engines call :meth:`finished` / :meth:`failed` / :meth:`report` with whole batches;
+    the control thread calls :meth:`take` to collect everything reported so far and
+    :meth:`wait` to sleep until something (or enough) is reported.
     """
 
     def __init__(self) -> None:
@@ -39,20 +39,14 @@ class Completions:
         self._ready = threading.Event()
         self._finished: list[Message] = []
         self._failed: list[Failure] = []
+        self._wanted = 1
+        self._woken = False
 
     def finished(self, messages: list[Message]) -> None:
-        if not messages:
-            return
-        with self._lock:
-            self._finished.extend(messages)
-        self._ready.set()
+        self.report(messages, [])
 
     def failed(self, failures: list[Failure]) -> None:
-        if not failures:
-            return
-        with self._lock:
-            self._failed.extend(failures)
-        self._ready.set()
+        self.report([], failures)
 
     def report(self, finished: list[Message], failures: list[Failure]) -> None:
         """:meth:`finished` and :meth:`failed` in one step (either may be empty)."""
@@ -61,7 +55,9 @@ class Completions:
         with self._lock:
             self._finished.extend(finished)
             self._failed.extend(failures)
-        self._ready.set()
+            enough = len(self._finished) + len(self._failed) >= self._wanted
+        if enough:
+            self._ready.set()
 
     def take(self) -> tuple[list[Message], list[Failure]]:
         with self._lock:
@@ -70,12 +66,28 @@ class Completions:
             failed, self._failed = self._failed, []
         return finished, failed
 
-    def wait(self, timeout: float) -> bool:
-        """Block until something was reported (True) or ``timeout`` seconds passed."""
-        return self._ready.wait(timeout)
+    def wait(self, timeout: float, at_least: int = 1) -> bool:
+        """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),
+        or ``timeout`` seconds passed. Waiting for a batch rather than the first report
+        spares the control thread (and the GIL) a wake-up per finished message when it
+        only needs room in the buffer."""
+        with self._lock:
+            if self._woken or len(self._finished) + len(self._failed) >= at_least:
+                self._woken = False
+                return True
+            self._wanted = at_least
+            self._ready.clear()  # set by earlier, smaller reports
+        try:
+            return self._ready.wait(timeout)
+        finally:
+            with self._lock:
+                self._wanted = 1
 
     def wake(self) -> None:
-        """Wake a :meth:`wait`er without reporting anything (used by ``stop()``)."""
+        """Wake a :meth:`wait`er, or make the next one return at once, without reporting
+        anything (used by ``stop()`` and by engines that ran dry)."""
+        with self._lock:
+            self._woken = True
         self._ready.set()
 
 
