@@ -115,7 +115,8 @@ class ControlPlane:
             now = time.monotonic()
             if self._stop.is_set():
                 break
-            if max_messages is not None and self._processed + self._failed >= max_messages:
+            handled = self._processed + self._failed
+            if max_messages is not None and handled >= max_messages:
                 break
             if (
                 idle_timeout is not None
@@ -128,6 +129,13 @@ class ControlPlane:
                 # next interval (or the revocation) commits the same offsets.
                 self._commit_or_warn(self._owned, "timed commit")
                 last_commit = now
+            if max_messages is not None and handled + self._buffered >= max_messages:
+                # All that is left to handle is fetched: wait for the engine, not inside
+                # the source (whose poll would sit out its timeout after the last message
+                # finished), and poll without waiting only to serve group events.
+                if not self.completions.wait(BUSY_POLL_TIMEOUT, max_messages - handled):
+                    self._accept(self._source.poll(1, 0.0))
+                continue
             room = config.max_buffered - self._buffered
             self._fair.balance(self._owned, room, self._paused)
             if self._paused and self._buffered <= low_water:
@@ -148,6 +156,8 @@ class ControlPlane:
                 continue
             timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
             most = min(room, config.poll_batch_size, self._fair.poll_limit(len(self._owned)))
+            if max_messages is not None:
+                most = min(most, max_messages - handled - self._buffered)
             self._accept(self._source.poll(most, timeout))
 
     def shut_down(self, abort: threading.Event) -> None:

@@ -248,3 +248,35 @@ def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
     assert latest <= per_key // 20, (
         f"a key started only after another had finished {latest} of {per_key} messages"
     )
+
+
+@pytest.mark.parametrize(
+    "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
+)
+@pytest.mark.parametrize("engine", ["sync", "thread"])
+def test_run_with_max_messages_fetches_what_it_will_handle(
+    source_kind: str,
+    engine: str,
+    make_topic: Callable[[str, int], LogTopic],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = make_topic(source_kind, 2)
+    topic.produce([(str(i % 10).encode(), b"v") for i in range(3_000)])
+    source = topic.source("bounded-run")
+    fetched: list[int] = []
+    poll = source.poll
+
+    def counting_poll(max_messages: int, timeout: float) -> list[Message]:
+        batch = poll(max_messages, timeout)
+        fetched.append(len(batch))
+        return batch
+
+    monkeypatch.setattr(source, "poll", counting_poll)
+    stats = laneway.Consumer(source, lambda m: None, engine=engine, handle_signals=False).run(
+        max_messages=100
+    )
+    assert stats.processed >= 100
+    # A poll used to ask for a whole batch (here 1,500) whatever was left to handle; the
+    # surplus was fetched for nothing and dropped unrun. At most a message per timed-out
+    # wait may be fetched beyond (those polls only serve group events).
+    assert 100 <= sum(fetched) <= 110, fetched
