@@ -29,7 +29,7 @@ class Failure:
 class Completions:
     """A thread-safe, batch-oriented mailbox from an engine to the control thread.
 
-    Engines call :meth:`finished` / :meth:`failed` / :meth:`report` with whole batches;
+    Engines call :meth:`report` with whole batches of finished and failed messages;
     the control thread calls :meth:`take` to collect everything reported so far and
     :meth:`wait` to sleep until something (or enough) is reported.
     """
@@ -42,14 +42,8 @@ class Completions:
         self._wanted = 1
         self._woken = False
 
-    def finished(self, messages: list[Message]) -> None:
-        self.report(messages, [])
-
-    def failed(self, failures: list[Failure]) -> None:
-        self.report([], failures)
-
     def report(self, finished: list[Message], failures: list[Failure]) -> None:
-        """:meth:`finished` and :meth:`failed` in one step (either may be empty)."""
+        """Finished messages and failures of an engine (either may be empty)."""
         if not finished and not failures:
             return
         with self._lock:

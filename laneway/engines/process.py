@@ -307,8 +307,7 @@ class ProcessEngine:
     def _report(self, finished: list[Message], failed: list[Failure]) -> None:
         if not finished and not failed:
             return
-        self._completions.finished(finished)
-        self._completions.failed(failed)
+        self._completions.report(finished, failed)
         with self._lock:
             self._in_flight -= len(finished) + len(failed)
             if self._in_flight == 0:

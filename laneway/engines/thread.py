@@ -187,6 +187,6 @@ class ThreadEngine:
                 self._runs[index] = run
                 self._executing += 1
                 started = self._last_claim = time.monotonic()
-                if scheduler.has_ready() and self._threads_to_wake():
+                if self._threads_to_wake():
                     cond.notify()  # e.g. a lane made ready again by a release
             run_sync(self._handler, run, self._policy, self._closed, self._completions)

@@ -65,11 +65,10 @@ class FairShare:
         minus the messages buffered now."""
         limit = self._max_buffered
         share = self.share(len(owned))
+        quarter = max(1, share // 4)
         in_use = limit - room
         self.catching_up = (
-            in_use >= limit // 16
-            and self._drains_slowly(in_use)
-            and self._starving(owned, max(1, share // 4))
+            in_use >= limit // 16 and self._drains_slowly(in_use) and self._starving(owned, quarter)
         )
         if self.over_share and not self.catching_up:
             plenty = room >= limit * 7 // 8
@@ -82,7 +81,7 @@ class FairShare:
                 if not paused_all:
                     self._source.resume([p for p in back if p in owned])
         if self.catching_up:
-            enough = max(1, share // 4)
+            enough = quarter
         elif in_use >= limit // 2:
             enough = share
         else:
@@ -129,4 +128,4 @@ class FairShare:
             for pid, partition in owned.items()
             if not partition.buffered and pid not in self.over_share  # not paused by us
         ]
-        return bool(empty) and max(self._source.unread(empty).values()) >= backlog
+        return bool(empty) and max(self._source.unread(empty).values(), default=0) >= backlog
