@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import recording
@@ -111,6 +112,23 @@ def committed_all(topic: EmbeddedTopic) -> bool:
     return {p: o for p, (o, _) in topic.committed(GROUP).items()} == topic.end_offsets()
 
 
+def consume(
+    engine: str, handler: Callable[[Message], object], count: int, **options: Any
+) -> tuple[EmbeddedTopic, laneway.ConsumerStats]:
+    """Run ``handler`` on ``count`` messages of 5 keys over 2 partitions with ``engine``."""
+    topic = EmbeddedTopic(partitions=2)
+    topic.produce([(f"k{i % 5}".encode(), b"v") for i in range(count)])
+    consumer = laneway.Consumer(
+        topic.source(GROUP),
+        handler,
+        engine=engine,
+        concurrency=2 if engine in ("thread", "process") else None,
+        handle_signals=False,
+        **options,
+    )
+    return topic, run_bounded(consumer, count)
+
+
 # -- return values ---------------------------------------------------------------------
 
 
@@ -126,16 +144,7 @@ def committed_all(topic: EmbeddedTopic) -> bool:
 def test_return_values_are_ignored(
     engine: str, handler: Callable[[Message], object], record_dir: Path
 ) -> None:
-    topic = EmbeddedTopic(partitions=2)
-    topic.produce([(f"k{i % 5}".encode(), b"v") for i in range(40)])
-    consumer = laneway.Consumer(
-        topic.source(GROUP),
-        handler,
-        engine=engine,
-        concurrency=2 if engine in ("thread", "process") else None,
-        handle_signals=False,
-    )
-    stats = run_bounded(consumer, 40)
+    topic, stats = consume(engine, handler, 40)
     assert (stats.processed, stats.failed) == (40, 0)
     assert committed_all(topic)
 
@@ -145,18 +154,7 @@ def test_return_values_are_ignored(
 def test_a_coroutine_returned_by_a_sync_handler_fails_the_message(
     engine: str, record_dir: Path
 ) -> None:
-    topic = EmbeddedTopic(partitions=2)
-    topic.produce([(f"k{i % 5}".encode(), b"v") for i in range(10)])
-    consumer = laneway.Consumer(
-        topic.source(GROUP),
-        returns_coroutine,
-        engine=engine,
-        concurrency=2 if engine in ("thread", "process") else None,
-        max_retries=1,
-        retry_backoff=0.01,
-        handle_signals=False,
-    )
-    stats = run_bounded(consumer, 10)
+    topic, stats = consume(engine, returns_coroutine, 10, max_retries=1, retry_backoff=0.01)
     assert (stats.processed, stats.failed, stats.dead_lettered) == (0, 10, 10)
     assert committed_all(topic)
     letters = topic.read("orders.dlq", 10)
