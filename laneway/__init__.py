@@ -4,7 +4,7 @@ Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`Consumer`,
 :class:`Message`, :class:`ConsumerStats`, and the errors in :mod:`laneway.errors`.
 
 Names are imported on first use, so a process-engine worker that only needs
-:mod:`laneway.message` does not load confluent-kafka or the control plane.
+:mod:`laneway.types` does not load confluent-kafka or the control plane.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from laneway.consumer import Consumer
-    from laneway.engines.base import Failure
     from laneway.errors import (
         ConfigError,
         HandlerImportError,
@@ -23,10 +22,10 @@ if TYPE_CHECKING:
         SourceError,
         UnknownTopicError,
     )
-    from laneway.message import Message
     from laneway.sources.embedded import EmbeddedLog
     from laneway.sources.kafka import KafkaSource
     from laneway.stats import ConsumerStats
+    from laneway.types import Failure, Message
 
 __version__ = "0.1.0"
 
@@ -35,12 +34,12 @@ _EXPORTS = {
     "Consumer": "laneway.consumer",
     "ConsumerStats": "laneway.stats",
     "EmbeddedLog": "laneway.sources.embedded",
-    "Failure": "laneway.engines.base",
+    "Failure": "laneway.types",
     "HandlerImportError": "laneway.errors",
     "KafkaSource": "laneway.sources.kafka",
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
-    "Message": "laneway.message",
+    "Message": "laneway.types",
     "SourceError": "laneway.errors",
     "UnknownTopicError": "laneway.errors",
 }

@@ -20,13 +20,13 @@ from laneway.config import ConsumerConfig
 from laneway.dead_letters import DeadLetterRouter, FailureCallback
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
-from laneway.message import Message, PartitionId
 from laneway.scheduling.fair_share import FairShare
 from laneway.scheduling.ownership import OwnedPartition
-from laneway.sources.base import CommitPosition, Source
+from laneway.sources.base import Source
 from laneway.stats import ConsumerStats, LatencyWindow
+from laneway.types import CommitPosition, Message, PartitionId
 
-log = logging.getLogger("laneway")
+log = logging.getLogger(__name__)
 
 _partition_of = attrgetter("topic", "partition")
 

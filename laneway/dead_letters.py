@@ -10,12 +10,11 @@ from collections.abc import Callable
 from functools import partial
 
 from laneway.config import ConsumerConfig
-from laneway.engines.base import Failure
-from laneway.message import Header, Message
 from laneway.scheduling.circuit import KeyCircuitBreaker
 from laneway.sources.base import DeadLetterWriter, Source
+from laneway.types import Failure, Header, Message
 
-log = logging.getLogger("laneway")
+log = logging.getLogger(__name__)
 
 FailureCallback = Callable[[Message, Failure], object]
 

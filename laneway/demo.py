@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from laneway.consumer import Consumer
-from laneway.message import Message
 from laneway.sources.embedded import EmbeddedLog
+from laneway.types import Message
 
 WORK_MS_VARIABLE = "LANEWAY_DEMO_WORK_MS"
 WORK_SECONDS = float(os.environ.get(WORK_MS_VARIABLE, "1")) / 1000.0

@@ -3,7 +3,7 @@
 Every engine runs a handler through :func:`call` (or :func:`call_async`): any exception,
 ``BaseException`` subclasses included, is a failed attempt, and so is a sync handler
 returning an awaitable (:func:`refuse_awaitable`); after ``max_retries``
-retries the message is given up and reported as a :class:`~laneway.engines.base.Failure`
+retries the message is given up and reported as a :class:`~laneway.types.Failure`
 (then dead-lettered). The lane of the message waits during the backoff, so its order
 holds; other lanes go on.
 """
@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from laneway.message import Message
+from laneway.types import Message
 
 MAX_ERROR_TEXT = 4_000
 """Error texts are cut to this many characters (they travel in headers and pipes)."""

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from laneway.message import Message, PartitionId
+from laneway.types import Message, PartitionId
 
 
 @dataclass(frozen=True)

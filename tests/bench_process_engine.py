@@ -23,8 +23,8 @@ import process_handlers as handlers
 
 from laneway.engines import process
 from laneway.engines.base import Completions
-from laneway.message import Message
 from laneway.options import Ordering
+from laneway.types import Message
 
 Handler = Callable[[Message], object]
 

@@ -35,8 +35,8 @@ from typing import IO, Any
 import recording
 
 import laneway
-from laneway.message import Message, PartitionId
-from laneway.sources.base import CommitPosition, DeadLetterWriter, RebalanceListener, Source
+from laneway.sources.base import DeadLetterWriter, RebalanceListener, Source
+from laneway.types import CommitPosition, Message, PartitionId
 
 CONSUMER_OPTIONS = ("engine", "ordering", "concurrency", "max_buffered", "commit_interval")
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 from laneway.engines.base import Completions, Engine
-from laneway.message import Message
+from laneway.types import Message
 
 
 def collect(completions: Completions, expected: int, timeout: float = 30.0) -> list[Message]:

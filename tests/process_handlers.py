@@ -12,7 +12,7 @@ import os
 import time
 from typing import TextIO
 
-from laneway.message import Message
+from laneway.types import Message
 
 RECORD_DIR = "LANEWAY_TEST_RECORD_DIR"
 

@@ -18,7 +18,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import IO
 
-from laneway.message import Message
+from laneway.types import Message
 
 RECORD_DIR = "LANEWAY_TEST_RECORD_DIR"
 

@@ -7,7 +7,7 @@ import sys
 
 from laneway.bench.recorder import AsyncRecordedHandler, MemorySink, RecordedHandler
 from laneway.bench.workloads import AsyncSleep, Inline, NoWork, encode_value
-from laneway.message import Message
+from laneway.types import Message
 
 
 def message(partition: int, offset: int, key: bytes | None, sequence: int) -> Message:

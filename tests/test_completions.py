@@ -6,7 +6,7 @@ import threading
 import time
 
 from laneway.engines.base import Completions
-from laneway.message import Message
+from laneway.types import Message
 
 
 def messages(count: int, first: int = 0) -> list[Message]:

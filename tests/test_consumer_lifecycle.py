@@ -15,7 +15,7 @@ import pytest
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
-from laneway.message import Message
+from laneway.types import Message
 
 CHILD = """
 import sys, time, laneway

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import laneway
-from laneway.message import Message
+from laneway.types import Message
 
 
 def handle(message: Message) -> None:

@@ -9,10 +9,9 @@ import pytest
 from topics import AssignmentListener
 
 from laneway.errors import ConfigError, SourceError
-from laneway.message import Message
-from laneway.sources.base import CommitPosition
 from laneway.sources.embedded import EmbeddedLog, EmbeddedSource
 from laneway.sources.segment import FILE_HEADER, CorruptLogError
+from laneway.types import CommitPosition, Message
 
 
 def read_all(log: EmbeddedLog, topic: str, group: str) -> tuple[EmbeddedSource, list[Message]]:
@@ -114,7 +113,7 @@ def test_a_torn_tail_is_cut_off_with_a_warning(
         file.write_bytes(bytes(damaged))
         kept_records.pop()
         cut = len(data) - _last_frame_start(data)
-    with caplog.at_level(logging.WARNING, logger="laneway.embedded"):
+    with caplog.at_level(logging.WARNING, logger="laneway.sources.segment"):
         log = EmbeddedLog(path=tmp_path)
     with log:
         assert f"cut {cut} bytes" in caplog.text and "1.log" in caplog.text

@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laneway.errors import SourceError
-from laneway.message import Message, PartitionId
-from laneway.sources.base import CommitPosition
 from laneway.sources.embedded import EmbeddedLog, EmbeddedSource
 from laneway.sources.embedded_group import Group, Member
+from laneway.types import CommitPosition, Message, PartitionId
 
 Event = tuple[str, str, tuple[PartitionId, ...]]
 

@@ -11,10 +11,9 @@ import pytest
 from topics import AssignmentListener
 
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
-from laneway.message import Message, PartitionId
-from laneway.sources.base import CommitPosition
 from laneway.sources.embedded import EmbeddedLog, EmbeddedSource
 from laneway.sources.partitioner import partition_for_key
+from laneway.types import CommitPosition, Message, PartitionId
 
 
 def reader(log: EmbeddedLog, topic: str, group: str) -> EmbeddedSource:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 import pytest
 from engine_runs import collect
 
-from laneway.engines.asyncio import AsyncEngine
-from laneway.engines.base import Completions, Engine, Failure
+from laneway.engines.async_engine import AsyncEngine
+from laneway.engines.base import Completions, Engine
 from laneway.engines.sync import SyncEngine
 from laneway.engines.thread import ThreadEngine
-from laneway.message import Message
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
+from laneway.types import Failure, Message
 
 ONCE = RetryPolicy(max_retries=0)
 

@@ -12,7 +12,7 @@ import pytest
 from topics import SOURCES, EmbeddedTopic, LogTopic
 
 import laneway
-from laneway.message import Message
+from laneway.types import Message
 
 
 class Calls:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from laneway.message import PartitionId
 from laneway.scheduling.fair_share import STARVE_HORIZON, FairShare
 from laneway.scheduling.ownership import OwnedPartition
+from laneway.types import PartitionId
 
 MAX_BUFFERED = 800  # 4 partitions: a share of 200
 

@@ -10,10 +10,9 @@ from kafka_helpers import committed_offsets, create_topic, end_offsets, produce,
 
 import laneway
 from laneway.errors import ConfigError, SourceError
-from laneway.message import Message, PartitionId
-from laneway.sources.base import CommitPosition
 from laneway.sources.kafka import KafkaSource
 from laneway.sources.kafka_config import build_settings
+from laneway.types import CommitPosition, Message, PartitionId
 
 # session.timeout.ms must be >= the broker's group.min.session.timeout.ms (6000 by default);
 # a short heartbeat makes members notice a rebalance quickly.

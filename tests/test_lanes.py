@@ -7,9 +7,9 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laneway.message import Message
 from laneway.options import Ordering
 from laneway.scheduling.lanes import LaneScheduler, steal, steal_half
+from laneway.types import Message
 
 
 def messages(keys: list[int], partitions: int = 2) -> list[Message]:

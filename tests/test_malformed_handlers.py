@@ -33,7 +33,7 @@ from chaos_harness import run_bounded
 from topics import EmbeddedTopic
 
 import laneway
-from laneway.message import Message
+from laneway.types import Message
 
 GROUP = "malformed"
 

@@ -28,8 +28,8 @@ from confluent_kafka.cimpl import NewTopic
 from topics import SOURCES, EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
-from laneway.message import Header, Message
 from laneway.sources.base import Source
+from laneway.types import Header, Message
 
 GROUP = kafka_helpers.unique_name("malformed")
 """One group name per test session: never shared with other users of the broker."""

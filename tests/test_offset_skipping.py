@@ -11,8 +11,8 @@ import pytest
 from topics import SOURCES, LogTopic
 
 import laneway
-from laneway.message import Message
 from laneway.scheduling.offset_codec import decode, max_span
+from laneway.types import Message
 
 
 @pytest.mark.parametrize("source_kind", SOURCES)

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from laneway.scheduling.offset_codec import decode, encode, max_span
 from laneway.scheduling.offsets import PartitionOffsets
-from laneway.sources.base import CommitPosition
+from laneway.types import CommitPosition
 
 DEFAULT = 4096
 SPAN = max_span(DEFAULT)

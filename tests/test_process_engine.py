@@ -14,13 +14,13 @@ from pathlib import Path
 import process_handlers as handlers
 import pytest
 
-from laneway.engines.base import Completions, Failure
+from laneway.engines.base import Completions
 from laneway.engines.process import BATCH_SECONDS, MAX_BATCH, PIPELINE, ProcessEngine
 from laneway.engines.process_slot import TIMED_OUT, WORKER_DIED
 from laneway.errors import HandlerImportError, LanewayError
-from laneway.message import Message
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
+from laneway.types import Failure, Message
 
 Handler = Callable[[Message], object]
 MakeEngine = Callable[[Handler, Ordering, int], ProcessEngine]

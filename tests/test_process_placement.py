@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from laneway.engines.process_placement import LanePlacement
-from laneway.message import Message
+from laneway.types import Message
 
 KEY_LANE = attrgetter("topic", "partition", "key")
 

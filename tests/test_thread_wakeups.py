@@ -8,9 +8,9 @@ import time
 from engine_runs import collect, started
 
 from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, threads_to_wake
-from laneway.message import Message
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
+from laneway.types import Message
 
 ONCE = RetryPolicy(max_retries=0)
 

@@ -9,8 +9,8 @@ import kafka_helpers
 import pytest
 
 import laneway
-from laneway.message import PartitionId
-from laneway.sources.base import CommitPosition, Source
+from laneway.sources.base import Source
+from laneway.types import CommitPosition, PartitionId
 
 Record = tuple[bytes | None, bytes]
 

@@ -37,8 +37,8 @@ from laneway.bench.workloads import (
     make_sync_work,
 )
 from laneway.engines.event_loops import new_event_loop
-from laneway.message import Message
 from laneway.options import EventLoop
+from laneway.types import Message
 
 Limits = dict[tuple[str, str], dict[str, "Ceiling"]]
 """Merged ceilings: ``(scenario, variant label) -> engine -> Ceiling``."""

@@ -43,8 +43,8 @@ from laneway.bench.workloads import (
     make_sync_work,
 )
 from laneway.consumer import Consumer
-from laneway.message import Message
 from laneway.options import EventLoop
+from laneway.types import Message
 
 OK, TIMEOUT, ERROR = "OK", "TIMEOUT", "ERROR"
 WATCH_INTERVAL_S = 0.25

@@ -22,8 +22,8 @@ from confluent_kafka import Consumer
 
 from laneway.bench.recorder import Record
 from laneway.bench.workloads import sequence_of
-from laneway.message import PartitionId
-from laneway.sources.base import CommitPosition, Source
+from laneway.sources.base import Source
+from laneway.types import CommitPosition, PartitionId
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""

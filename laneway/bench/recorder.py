@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from laneway.bench.workloads import AsyncWork, Inline, SyncWork, sequence_of
-from laneway.message import Message
+from laneway.types import Message
 
 Record = tuple[int, bytes | None, int, int, int, int, int]
 """``(partition, key, offset, sequence, produce timestamp ms, start ns, end ns)``."""

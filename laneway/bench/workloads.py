@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from laneway.message import Message
+from laneway.types import Message
 
 SyncWork = Callable[[Message], object]
 AsyncWork = Callable[[Message], Awaitable[object]]

@@ -10,20 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Protocol
 
-from laneway.message import Message, PartitionId
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A message whose handler raised on its last attempt."""
-
-    message: Message
-    error_type: str
-    error_message: str
-    attempts: int
+from laneway.types import Failure, Message, PartitionId
 
 
 class Completions:

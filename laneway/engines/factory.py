@@ -55,7 +55,7 @@ def build_engine(
 
         return ThreadEngine(handler, config.ordering, config.concurrency, config.retry)
     if kind is EngineKind.ASYNC:
-        from laneway.engines.asyncio import AsyncEngine
+        from laneway.engines.async_engine import AsyncEngine
         from laneway.engines.event_loops import new_event_loop
 
         return AsyncEngine(

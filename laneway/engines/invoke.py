@@ -12,8 +12,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from laneway.engines.base import Completions, Failure
-from laneway.message import Message
+from laneway.engines.base import Completions
 from laneway.retry import (
     Interrupted,
     RetryPolicy,
@@ -23,6 +22,7 @@ from laneway.retry import (
     retry,
     retry_async,
 )
+from laneway.types import Failure, Message
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]

@@ -44,16 +44,16 @@ from collections.abc import Callable, Collection
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
-from laneway.engines.base import Completions, Failure
+from laneway.engines.base import Completions
 from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
 from laneway.errors import HandlerImportError, LanewayError
-from laneway.message import Message, PartitionId
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import lane_function
+from laneway.types import Failure, Message, PartitionId
 
-log = logging.getLogger("laneway.process")
+log = logging.getLogger(__name__)
 
 MAX_BATCH = 512  # most messages per batch; fewer when queued work is split across workers
 BATCH_SECONDS = 0.05  # target run time of one batch, so in-flight work drains quickly

@@ -18,8 +18,8 @@ one is no worse than hashing.
 
 from __future__ import annotations
 
-from laneway.message import Message
 from laneway.scheduling.lanes import LaneOf
+from laneway.types import Message
 
 BUCKETS_PER_WORKER = 1024
 """Buckets per worker. Lanes sharing a bucket share a worker; with 1,024 per worker, 100

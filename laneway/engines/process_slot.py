@@ -27,7 +27,6 @@ from collections import deque
 from collections.abc import MutableSequence
 from multiprocessing.context import SpawnContext
 
-from laneway.engines.base import Failure
 from laneway.engines.process_worker import (
     BATCH_ID,
     INDEX,
@@ -36,8 +35,8 @@ from laneway.engines.process_worker import (
     FailureRecord,
     worker_main,
 )
-from laneway.message import Message
 from laneway.retry import RetryPolicy
+from laneway.types import Failure, Message
 
 MAX_DEATHS = 3
 """Worker deaths while one message (or batch) runs before it is reported failed."""

@@ -34,8 +34,8 @@ from collections.abc import Callable, MutableSequence, Sequence
 from multiprocessing.connection import Connection
 from queue import SimpleQueue
 
-from laneway.message import Message
 from laneway.retry import ErrorInfo, RetryPolicy, call, describe
+from laneway.types import Message
 
 Handler = Callable[[Message], object]
 FailureRecord = tuple[int, str, str, int]

@@ -8,8 +8,8 @@ from collections.abc import Collection
 
 from laneway.engines.base import Completions
 from laneway.engines.invoke import SyncHandler, run_sync
-from laneway.message import Message, PartitionId
 from laneway.retry import RetryPolicy
+from laneway.types import Message, PartitionId
 
 
 class SyncEngine:

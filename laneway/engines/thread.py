@@ -10,10 +10,10 @@ from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions
 from laneway.engines.invoke import SyncHandler, run_sync
-from laneway.message import Message, PartitionId
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
+from laneway.types import Message, PartitionId
 
 WORK_PER_WORKER = 0.005
 """Seconds of queued work per running thread above which another thread is woken (so

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable
 
-from laneway.message import Message
+from laneway.types import Message
 
 
 def _key_of(message: Message) -> Hashable:

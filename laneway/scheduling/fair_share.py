@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from laneway.message import PartitionId
 from laneway.scheduling.drain_rate import DrainRate
 from laneway.scheduling.ownership import OwnedPartition
+from laneway.types import PartitionId
 
 STARVE_HORIZON = 0.05
 """Seconds of work in the buffer above which a starving partition is worth pausing others."""

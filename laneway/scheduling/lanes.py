@@ -22,8 +22,8 @@ from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable
 from operator import attrgetter
 
-from laneway.message import Message, PartitionId
 from laneway.options import Ordering
+from laneway.types import Message, PartitionId
 
 LaneOf = Callable[[Message], Hashable]
 

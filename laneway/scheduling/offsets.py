@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
 from laneway.scheduling.offset_codec import decode, encode_window, max_span
-from laneway.sources.base import CommitPosition
+from laneway.types import CommitPosition
 
 _FETCHED = 1
 _FINISHED = 2

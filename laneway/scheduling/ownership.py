@@ -5,9 +5,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 
-from laneway.message import Message
 from laneway.scheduling.offsets import PartitionOffsets
-from laneway.sources.base import CommitPosition
+from laneway.types import CommitPosition, Message
 
 
 class OwnedPartition:

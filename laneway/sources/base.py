@@ -9,18 +9,9 @@ has its state mutated from another thread.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from laneway.message import Header, Message, PartitionId
-
-
-@dataclass(frozen=True)
-class CommitPosition:
-    """A committed position: the next offset to read, and the commit metadata string."""
-
-    offset: int
-    metadata: str = ""
+from laneway.types import CommitPosition, Header, Message, PartitionId
 
 
 class RebalanceListener(Protocol):

@@ -12,9 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
-from laneway.message import Header, Message, PartitionId
 from laneway.options import WhenFull, choice, seconds, whole_number
-from laneway.sources.base import CommitPosition
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_dead_letters import EmbeddedDeadLetters
 from laneway.sources.embedded_group import Member
@@ -22,6 +20,7 @@ from laneway.sources.embedded_partition import PartitionLog
 from laneway.sources.embedded_source import EmbeddedSource
 from laneway.sources.partitioner import partition_for_key
 from laneway.sources.segment import LogDirectory, encode_log_start, encode_record
+from laneway.types import CommitPosition, Header, Message, PartitionId
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStats", "EmbeddedSource"]
 

@@ -7,11 +7,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import SourceError
-from laneway.message import Message, PartitionId
-from laneway.sources.base import CommitPosition
 from laneway.sources.embedded_group import Group, Member
 from laneway.sources.embedded_partition import PartitionLog
 from laneway.sources.segment import LogDirectory
+from laneway.types import CommitPosition, Message, PartitionId
 
 Events = tuple[list[PartitionId], list[PartitionId], dict[PartitionId, CommitPosition | None]]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from laneway.errors import LanewayError
-from laneway.message import Header, Message
+from laneway.types import Header, Message
 
 if TYPE_CHECKING:
     from laneway.sources.embedded import EmbeddedLog

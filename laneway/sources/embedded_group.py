@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from laneway.message import Message, PartitionId
 from laneway.sources.embedded_partition import PartitionLog
+from laneway.types import Message, PartitionId
 
 
 class Member:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from laneway.message import Message
 from laneway.sources.segment import PartitionFile
+from laneway.types import Message
 
 _COMPACT_AT = 4096
 

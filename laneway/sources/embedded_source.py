@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from laneway.errors import SourceError
-from laneway.message import Message, PartitionId
 from laneway.options import seconds, whole_number
-from laneway.sources.base import CommitPosition, DeadLetterWriter, RebalanceListener
+from laneway.sources.base import DeadLetterWriter, RebalanceListener
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
+from laneway.types import CommitPosition, Message, PartitionId
 
 
 class EmbeddedSource:

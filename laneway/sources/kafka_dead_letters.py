@@ -13,9 +13,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from laneway.message import Header, Message
+from laneway.types import Header, Message
 
-log = logging.getLogger("laneway")
+log = logging.getLogger(__name__)
 
 Done = Callable[[str | None], None]
 

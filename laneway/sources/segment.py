@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from laneway.errors import SourceError
-from laneway.message import Header, Message, PartitionId
-from laneway.sources.base import CommitPosition
+from laneway.types import CommitPosition, Header, Message, PartitionId
 
-logger = logging.getLogger("laneway.embedded")
+logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FILE_HEADER = b"LANEWAY" + bytes([FORMAT_VERSION])

@@ -11,10 +11,10 @@ from typing import TypeVar
 
 from laneway.engines.base import Completions
 from laneway.engines.invoke import AsyncHandler, run_async
-from laneway.message import Message, PartitionId
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
+from laneway.types import Message, PartitionId
 
 T = TypeVar("T")
 

@@ -1,11 +1,19 @@
-"""The message type every source yields and every handler receives."""
+"""The types every part of laneway shares: messages, partition ids, commit positions, failures.
+
+This module imports nothing of laneway's and nothing outside the standard library, so a
+process-engine worker that only needs :class:`Message` loads neither confluent-kafka nor
+the control plane.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 Header = tuple[str, "bytes | None"]
+"""One record header: ``(name, value)``; the value may be ``None``, as in Kafka."""
+
 PartitionId = tuple[str, int]
 """A partition of a topic: ``(topic, partition)``."""
 
@@ -41,3 +49,26 @@ def _short(value: bytes | None) -> str:
     if value is None or len(value) <= 32:
         return repr(value)
     return f"{value[:32]!r}...({len(value)} bytes)"
+
+
+@dataclass(frozen=True)
+class CommitPosition:
+    """A committed position: the next offset to read, and the commit metadata string."""
+
+    offset: int
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A message whose handler raised on its last attempt (or that was never run because
+    its key's circuit was open): what the dead-letter path and ``on_failure`` receive.
+
+    ``error_type`` and ``error_message`` describe the last exception; ``attempts`` is how
+    many times the handler ran (0: not at all).
+    """
+
+    message: Message
+    error_type: str
+    error_message: str
+    attempts: int
