@@ -97,7 +97,7 @@ class Consumer:
                 "(message, failure) or None"
             )
         self._on_failure = on_failure
-        for method in ("open", "poll", "commit", "pause", "resume", "close"):
+        for method in ("open", "poll", "progress", "pause", "resume", "close"):
             if not callable(getattr(type(source), method, None)):
                 raise ConfigError(
                     f"source={source!r} is not valid; expected an EmbeddedLog.subscribe(...) "

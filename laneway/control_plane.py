@@ -8,12 +8,10 @@ in this module is touched by two threads.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from itertools import groupby
+from collections.abc import Collection, Mapping, Sequence
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
@@ -21,7 +19,6 @@ from laneway.dead_letters import DeadLetterRouter, FailureCallback
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
 from laneway.scheduling.fair_share import FairShare
-from laneway.scheduling.ownership import OwnedPartition
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats, LatencyWindow
 from laneway.types import CommitPosition, Message, PartitionId
@@ -40,20 +37,6 @@ control thread's GIL wake-ups fourfold and made 5 ms blocking handlers on 100 th
 ~5% faster (they wait less for the GIL after each sleep)."""
 PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
-
-
-def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int]]:
-    """Offsets per partition, in the order given. Completions arrive interleaved (every
-    worker reports its own lane), so this is one pass rather than a group per message."""
-    grouped: dict[PartitionId, list[int]] = {}
-    for message in messages:
-        pid = (message.topic, message.partition)
-        offsets = grouped.get(pid)
-        if offsets is None:
-            grouped[pid] = [message.offset]
-        else:
-            offsets.append(message.offset)
-    return grouped
 
 
 class ControlPlane:
@@ -81,18 +64,13 @@ class ControlPlane:
         self._config = config
         self._stop = stop
         self.completions = Completions()
-        self._owned: dict[PartitionId, OwnedPartition] = {}
-        self._zombies: dict[PartitionId, int] = {}
+        self._progress = source.progress(config.metadata_max_bytes)
+        self._owned = self._progress.partitions
         self._latency = LatencyWindow()
         self._fair = FairShare(source, config.max_buffered)
-        self._buffered = 0
         self._paused = False
         self._processed = 0
         self._failed = 0
-        self._skipped = 0
-        self._fenced = 0
-        self._commits = 0
-        self._committed: dict[PartitionId, int] = {}
         self._started: float | None = None
         self._ended: float | None = None
         self._last_arrival = time.monotonic()
@@ -120,7 +98,7 @@ class ControlPlane:
                 break
             if (
                 idle_timeout is not None
-                and self._buffered == 0
+                and self._progress.buffered == 0
                 and now - self._last_arrival >= idle_timeout
             ):
                 break
@@ -129,16 +107,16 @@ class ControlPlane:
                 # next interval (or the revocation) commits the same offsets.
                 self._commit_or_warn(self._owned, "timed commit")
                 last_commit = now
-            if max_messages is not None and handled + self._buffered >= max_messages:
+            if max_messages is not None and handled + self._progress.buffered >= max_messages:
                 # All that is left to handle is fetched: wait for the engine, not inside
                 # the source (whose poll would sit out its timeout after the last message
                 # finished), and poll without waiting only to serve group events.
                 if not self.completions.wait(BUSY_POLL_TIMEOUT, max_messages - handled):
                     self._accept(self._source.poll(1, 0.0))
                 continue
-            room = config.max_buffered - self._buffered
+            room = config.max_buffered - self._progress.buffered
             self._fair.balance(self._owned, room, self._paused)
-            if self._paused and self._buffered <= low_water:
+            if self._paused and self._progress.buffered <= low_water:
                 self._set_paused(False)
             elif not self._paused and room < worth_a_poll:
                 # Full: fetch nothing more. Pause only if it stays full for a while:
@@ -154,16 +132,16 @@ class ControlPlane:
                 self.completions.wait(IDLE_POLL_TIMEOUT)
                 self._accept(self._source.poll(max(room, 1), 0.0))
                 continue
-            timeout = BUSY_POLL_TIMEOUT if self._buffered else IDLE_POLL_TIMEOUT
+            timeout = BUSY_POLL_TIMEOUT if self._progress.buffered else IDLE_POLL_TIMEOUT
             most = min(room, config.poll_batch_size, self._fair.poll_limit(len(self._owned)))
             if max_messages is not None:
-                most = min(most, max_messages - handled - self._buffered)
+                most = min(most, max_messages - handled - self._progress.buffered)
             self._accept(self._source.poll(most, timeout))
 
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._owned)
-        self._forget_unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
             if not self._engine.in_flight and not self._router.pending:
@@ -183,10 +161,7 @@ class ControlPlane:
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
     def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
-        for pid, position in positions.items():
-            self._owned[pid] = OwnedPartition(position, self._config.metadata_max_bytes)
-            if position is not None:
-                self._committed[pid] = position.offset
+        self._progress.assign(positions)
         if self._paused:
             self._source.pause(positions)
         self._last_arrival = time.monotonic()
@@ -195,9 +170,9 @@ class ControlPlane:
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._owned]
         self._collect()
-        self._forget_unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
-        while any(self._owned[p].in_engine for p in owned) and time.monotonic() < deadline:
+        while self._progress.running(owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
@@ -206,7 +181,7 @@ class ControlPlane:
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._owned]
-        self._forget_unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._engine.cancel(owned))
         self._give_up(owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
 
@@ -220,17 +195,7 @@ class ControlPlane:
             self._started = now
             self._fair.drain.started(now)
         self._last_arrival = now
-        dispatch: list[Message] = []
-        owned = self._owned
-        for pid, group in groupby(messages, key=_partition_of):
-            partition = owned.get(pid)
-            if partition is None:
-                continue
-            batch = list(group)
-            runnable, skipped = partition.accept(batch)
-            self._skipped += skipped
-            self._buffered += len(batch) - skipped
-            dispatch.extend(runnable)
+        dispatch = self._progress.accept(messages)
         if dispatch:
             self._submit(dispatch)
 
@@ -252,78 +217,20 @@ class ControlPlane:
             return
         self._fair.drain.finished(len(finished), time.monotonic())
         self._latency.record(finished)
-        owned = self._owned
-        released: list[Message] = []
-        for pid, offsets in _offsets_by_partition(finished).items():
-            partition = owned.get(pid)
-            # Completions of a partition's previous ownership ("zombies", still running
-            # when it was revoked) are settled first; they were already unbuffered.
-            stale = min(self._zombies.get(pid, 0), len(offsets))
-            if stale:
-                self._zombies[pid] -= stale
-            if partition is None:
-                self._fenced += len(offsets)
-                continue
-            live = len(offsets) - stale
-            partition.in_engine -= live
-            self._buffered -= live
-            if stale:
-                self._finish_known(partition, offsets)
-            else:
-                partition.tracker.finished(offsets)
-            if partition.held:
-                more = partition.release()
-                released.extend(more)
+        released = self._progress.settle(finished)
         if released:
             self._submit(released)
 
-    @staticmethod
-    def _finish_known(partition: OwnedPartition, offsets: list[int]) -> None:
-        """Finish offsets one by one, ignoring those the current ownership never fetched
-        (a zombie's completion may name an offset not fetched again yet)."""
-        for offset in offsets:
-            with contextlib.suppress(ValueError):
-                partition.tracker.finished((offset,))
-
-    def _forget_unstarted(self, messages: list[Message]) -> None:
-        """Account for messages an engine gave back without running them."""
-        for pid, group in groupby(messages, key=_partition_of):
-            count = sum(1 for _ in group)
-            partition = self._owned.get(pid)
-            if partition is not None:
-                partition.in_engine -= count
-                self._buffered -= count
-
-    def _give_up(self, partitions: Iterable[PartitionId]) -> None:
+    def _give_up(self, partitions: Collection[PartitionId]) -> None:
         for pid in partitions:
             self._fair.forget(pid)
-            partition = self._owned.pop(pid)
-            self._buffered -= len(partition.held) + partition.in_engine
-            if partition.in_engine:
-                self._zombies[pid] = self._zombies.get(pid, 0) + partition.in_engine
-
-    def _commit(self, partitions: Collection[PartitionId]) -> None:
-        positions: dict[PartitionId, CommitPosition] = {}
-        for pid in partitions:
-            partition = self._owned.get(pid)
-            if partition is None:
-                continue
-            position = partition.position_to_commit()
-            if position is not None:
-                positions[pid] = position
-        if not positions:
-            return
-        self._source.commit(positions)
-        self._commits += 1
-        for pid, position in positions.items():
-            self._owned[pid].last_committed = position
-            self._committed[pid] = position.offset
+        self._progress.give_up(partitions)
 
     def _commit_or_warn(self, partitions: Collection[PartitionId], what: str) -> None:
         """Commit, logging instead of raising when the source refuses (the offsets stay
         uncommitted and are tried again by the next commit)."""
         try:
-            self._commit(partitions)
+            self._progress.commit(partitions)
         except SourceError as error:
             log.warning("%s failed: %s", what, error)
 
@@ -342,13 +249,13 @@ class ControlPlane:
             processed=self._processed,
             failed=self._failed,
             dead_lettered=self._router.dead_lettered,
-            skipped=self._skipped,
-            fenced=self._fenced,
+            skipped=self._progress.skipped,
+            fenced=self._progress.fenced,
             in_flight=self._engine.in_flight,
-            buffered=self._buffered,
+            buffered=self._progress.buffered,
             paused=self._paused,
-            commits=self._commits,
-            committed=dict(self._committed),
+            commits=self._progress.commits,
+            committed=self._progress.committed(),
             assigned=tuple(sorted(self._owned)),
             elapsed=elapsed,
             throughput=handled / elapsed if elapsed > 0 else 0.0,

@@ -35,6 +35,7 @@ from typing import IO, Any
 import recording
 
 import laneway
+from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import DeadLetterWriter, RebalanceListener, Source
 from laneway.types import CommitPosition, Message, PartitionId
 
@@ -96,6 +97,9 @@ class RecordedSource:
 
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         return self._inner.poll(max_messages, timeout)
+
+    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
+        return OffsetProgress(self, metadata_max_bytes)
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         self._life.write("commit", positions=_positions(positions))

@@ -39,7 +39,7 @@ import recording
 from chaos_child import LifeEvent, read_life
 
 import laneway
-from laneway.scheduling.offset_codec import decode
+from laneway.offsets.codec import decode
 
 CHILD = Path(__file__).resolve().parent / "chaos_child.py"
 Position = tuple[int, str] | None

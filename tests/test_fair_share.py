@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from laneway.offsets.partition import OwnedPartition
 from laneway.scheduling.fair_share import STARVE_HORIZON, FairShare
-from laneway.scheduling.ownership import OwnedPartition
 from laneway.types import PartitionId
 
 MAX_BUFFERED = 800  # 4 partitions: a share of 200

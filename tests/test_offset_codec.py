@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from laneway.scheduling.offset_codec import (
+from laneway.offsets.codec import (
     DEFAULT_SPAN_LIMIT,
     MAX_OFFSET,
     decode,
@@ -22,7 +22,7 @@ from laneway.scheduling.offset_codec import (
 
 NINETEEN_DIGITS = 10**18  # as long in decimal as the largest offset, 2**63 - 1
 UNLIMITED = 10**9
-CODEC_LOGGER = "laneway.scheduling.offset_codec"
+CODEC_LOGGER = "laneway.offsets.codec"
 
 
 def varint_size(value: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 from topics import SOURCES, LogTopic
 
 import laneway
-from laneway.scheduling.offset_codec import decode, max_span
+from laneway.offsets.codec import decode, max_span
 from laneway.types import Message
 
 

@@ -7,8 +7,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from laneway.scheduling.offset_codec import decode, encode, max_span
-from laneway.scheduling.offsets import PartitionOffsets
+from laneway.offsets.codec import decode, encode, max_span
+from laneway.offsets.tracker import PartitionOffsets
 from laneway.types import CommitPosition
 
 DEFAULT = 4096

@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from laneway.offsets.progress import PartitionLoad
 from laneway.scheduling.drain_rate import DrainRate
-from laneway.scheduling.ownership import OwnedPartition
 from laneway.types import PartitionId
 
 STARVE_HORIZON = 0.05
@@ -59,7 +59,7 @@ class FairShare:
         return max(1, self._max_buffered // max(1, owned))
 
     def balance(
-        self, owned: Mapping[PartitionId, OwnedPartition], room: int, paused_all: bool
+        self, owned: Mapping[PartitionId, PartitionLoad], room: int, paused_all: bool
     ) -> None:
         """Pause or resume partitions by the rule above; ``room`` is ``max_buffered``
         minus the messages buffered now."""
@@ -117,7 +117,7 @@ class FairShare:
         rate = self.drain.per_second(time.monotonic())
         return rate is not None and in_use > rate * STARVE_HORIZON
 
-    def _starving(self, owned: Mapping[PartitionId, OwnedPartition], backlog: int) -> bool:
+    def _starving(self, owned: Mapping[PartitionId, PartitionLoad], backlog: int) -> bool:
         """True when a partition has nothing buffered although the source has at least
         ``backlog`` more of it: its messages are queued behind other partitions' (Kafka
         hands out a partition's backlog in one chunk), so its keys idle until those are

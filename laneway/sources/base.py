@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from laneway.offsets.progress import Progress
 from laneway.types import CommitPosition, Header, Message, PartitionId
 
 
@@ -60,8 +61,11 @@ class Source(Protocol):
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         """Return up to ``max_messages`` in offset order per partition; wait up to ``timeout`` s."""
 
-    def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
-        """Commit synchronously; raises :class:`laneway.errors.SourceError` if it failed."""
+    def progress(self, metadata_max_bytes: int) -> Progress:
+        """How this source records finished work: a new
+        :class:`~laneway.offsets.progress.Progress` for one consumer run (offset sources
+        return an :class:`~laneway.offsets.offset_progress.OffsetProgress` committing
+        through their own ``commit``; ``metadata_max_bytes`` caps its commit metadata)."""
 
     def pause(self, partitions: Iterable[PartitionId]) -> None:
         """Stop returning messages of ``partitions`` from ``poll`` (group membership stays)."""

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from laneway.errors import SourceError
+from laneway.offsets.offset_progress import OffsetProgress
 from laneway.options import seconds, whole_number
 from laneway.sources.base import DeadLetterWriter, RebalanceListener
 from laneway.sources.embedded_coordinator import GroupCoordinator
@@ -52,6 +53,10 @@ class EmbeddedSource:
     def dead_letters(self) -> DeadLetterWriter:
         """A writer appending dead letters to the same log."""
         return self._dead_letters()
+
+    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
+        """Progress by committed offsets, through :meth:`commit`."""
+        return OffsetProgress(self, metadata_max_bytes)
 
     def open(self, listener: RebalanceListener) -> None:
         if self._closed:

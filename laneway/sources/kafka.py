@@ -15,6 +15,7 @@ from confluent_kafka import (
 )
 
 from laneway.errors import ConfigError, SourceError
+from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
 from laneway.sources.kafka_config import build_settings, connection_config
 from laneway.sources.kafka_dead_letters import KafkaDeadLetters
@@ -100,6 +101,10 @@ class KafkaSource:
     def dead_letters(self) -> KafkaDeadLetters:
         """A producer into the same cluster for dead-letter topics (see KafkaDeadLetters)."""
         return KafkaDeadLetters(self._connection)
+
+    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
+        """Progress by committed offsets, through :meth:`commit`."""
+        return OffsetProgress(self, metadata_max_bytes)
 
     def open(self, listener: RebalanceListener) -> None:
         """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""

@@ -3,7 +3,7 @@
 :class:`PartitionOffsets` follows the offsets of one owned partition from fetch to
 finish. Its commit offset is the first fetched offset that is not finished (or the next
 offset to fetch when all are): committing it never loses work. Finished offsets above
-that point are carried in the commit metadata (see :mod:`laneway.scheduling.offset_codec`)
+that point are carried in the commit metadata (see :mod:`laneway.offsets.codec`)
 and skipped when they are fetched again after a restart or a rebalance.
 
 Offsets are kept as one byte of state per offset (0: never fetched, a gap; 1: fetched,
@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from laneway.scheduling.offset_codec import decode, encode_window, max_span
+from laneway.offsets.codec import decode, encode_window, max_span
 from laneway.types import CommitPosition
 
 _FETCHED = 1

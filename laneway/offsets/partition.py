@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 
-from laneway.scheduling.offsets import PartitionOffsets
+from laneway.offsets.tracker import PartitionOffsets
 from laneway.types import CommitPosition, Message
 
 

@@ -1,0 +1,172 @@
+"""OffsetProgress: the progress of a source that commits offsets (Kafka groups, embedded log)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Mapping
+from itertools import groupby
+from operator import attrgetter
+
+from laneway.offsets.partition import OwnedPartition
+from laneway.offsets.progress import OffsetCommitter
+from laneway.types import CommitPosition, Message, PartitionId
+
+_partition_of = attrgetter("topic", "partition")
+
+
+class OffsetProgress:
+    """:class:`~laneway.offsets.progress.Progress` by committed offsets, per partition.
+
+    Each owned partition has an :class:`~laneway.offsets.partition.OwnedPartition`: its
+    offset tracker (the commit point is the first unfinished offset; finished offsets
+    beyond it travel in the commit metadata, capped at ``metadata_max_bytes``) and the
+    messages held back until the commit point moves close enough for their completion to
+    fit that cap. :meth:`commit` sends each partition's new position to the source's
+    :class:`~laneway.offsets.progress.OffsetCommitter`, skipping partitions whose position
+    did not change.
+
+    When a partition is given up while some of its messages still run (a revocation's
+    drain timed out, or it was lost), those are *zombies*: their completions are settled
+    first when they come back, then discarded if the partition is not owned (fenced), or
+    applied to the new ownership only where it fetched the same offsets again.
+
+    Tuning: ``metadata_max_bytes`` must not exceed the broker's
+    ``offset.metadata.max.bytes`` (4,096 by default); see
+    :class:`~laneway.offsets.tracker.PartitionOffsets`.
+    """
+
+    def __init__(self, committer: OffsetCommitter, metadata_max_bytes: int) -> None:
+        self._committer = committer
+        self._metadata_max_bytes = metadata_max_bytes
+        self._owned: dict[PartitionId, OwnedPartition] = {}
+        self._zombies: dict[PartitionId, int] = {}
+        self._committed: dict[PartitionId, int] = {}
+        self._buffered = 0
+        self._skipped = 0
+        self._fenced = 0
+        self._commits = 0
+
+    @property
+    def buffered(self) -> int:
+        return self._buffered
+
+    @property
+    def partitions(self) -> Mapping[PartitionId, OwnedPartition]:
+        return self._owned
+
+    @property
+    def skipped(self) -> int:
+        return self._skipped
+
+    @property
+    def fenced(self) -> int:
+        return self._fenced
+
+    @property
+    def commits(self) -> int:
+        return self._commits
+
+    def committed(self) -> dict[PartitionId, int]:
+        return dict(self._committed)
+
+    def assign(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        for pid, position in positions.items():
+            self._owned[pid] = OwnedPartition(position, self._metadata_max_bytes)
+            if position is not None:
+                self._committed[pid] = position.offset
+
+    def give_up(self, partitions: Collection[PartitionId]) -> None:
+        for pid in partitions:
+            partition = self._owned.pop(pid)
+            self._buffered -= len(partition.held) + partition.in_engine
+            if partition.in_engine:
+                self._zombies[pid] = self._zombies.get(pid, 0) + partition.in_engine
+
+    def accept(self, messages: list[Message]) -> list[Message]:
+        dispatch: list[Message] = []
+        owned = self._owned
+        for pid, group in groupby(messages, key=_partition_of):
+            partition = owned.get(pid)
+            if partition is None:
+                continue
+            batch = list(group)
+            runnable, skipped = partition.accept(batch)
+            self._skipped += skipped
+            self._buffered += len(batch) - skipped
+            dispatch.extend(runnable)
+        return dispatch
+
+    def unstarted(self, messages: list[Message]) -> None:
+        for pid, group in groupby(messages, key=_partition_of):
+            count = sum(1 for _ in group)
+            partition = self._owned.get(pid)
+            if partition is not None:
+                partition.in_engine -= count
+                self._buffered -= count
+
+    def settle(self, messages: list[Message]) -> list[Message]:
+        owned = self._owned
+        released: list[Message] = []
+        for pid, offsets in _offsets_by_partition(messages).items():
+            partition = owned.get(pid)
+            # Completions of a partition's previous ownership ("zombies", still running
+            # when it was given up) are settled first; they were already unbuffered.
+            stale = min(self._zombies.get(pid, 0), len(offsets))
+            if stale:
+                self._zombies[pid] -= stale
+            if partition is None:
+                self._fenced += len(offsets)
+                continue
+            live = len(offsets) - stale
+            partition.in_engine -= live
+            self._buffered -= live
+            if stale:
+                _finish_known(partition, offsets)
+            else:
+                partition.tracker.finished(offsets)
+            if partition.held:
+                released.extend(partition.release())
+        return released
+
+    def running(self, partitions: Collection[PartitionId]) -> int:
+        owned = self._owned
+        return sum(owned[pid].in_engine for pid in partitions if pid in owned)
+
+    def commit(self, partitions: Collection[PartitionId]) -> None:
+        positions: dict[PartitionId, CommitPosition] = {}
+        for pid in partitions:
+            partition = self._owned.get(pid)
+            if partition is None:
+                continue
+            position = partition.position_to_commit()
+            if position is not None:
+                positions[pid] = position
+        if not positions:
+            return
+        self._committer.commit(positions)
+        self._commits += 1
+        for pid, position in positions.items():
+            self._owned[pid].last_committed = position
+            self._committed[pid] = position.offset
+
+
+def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int]]:
+    """Offsets per partition, in the order given. Completions arrive interleaved (every
+    worker reports its own lane), so this is one pass rather than a group per message."""
+    grouped: dict[PartitionId, list[int]] = {}
+    for message in messages:
+        pid = (message.topic, message.partition)
+        offsets = grouped.get(pid)
+        if offsets is None:
+            grouped[pid] = [message.offset]
+        else:
+            offsets.append(message.offset)
+    return grouped
+
+
+def _finish_known(partition: OwnedPartition, offsets: list[int]) -> None:
+    """Finish offsets one by one, ignoring those the current ownership never fetched (a
+    zombie's completion may name an offset not fetched again yet)."""
+    for offset in offsets:
+        with contextlib.suppress(ValueError):
+            partition.tracker.finished((offset,))

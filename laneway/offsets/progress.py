@@ -1,0 +1,98 @@
+"""The progress seam: how fetched work becomes runnable, finished, and durable.
+
+The control loop does not know *how* a source records progress. It hands every polled
+batch to a :class:`Progress` (which says what may run now), reports settled messages to
+it (which may free held-back work), and asks it to make finished work durable at commit
+time. The source supplies the Progress that fits it (``Source.progress()``):
+
+* sources that commit offsets (Kafka consumer groups, the embedded log) use
+  :class:`~laneway.offsets.offset_progress.OffsetProgress`, which commits per partition
+  the first unfinished offset and carries finished offsets beyond it in the metadata
+  (:mod:`laneway.offsets.codec`) through the source's :class:`OffsetCommitter`
+  capability;
+* a source that acknowledges records one by one (a Kafka share group) supplies its own,
+  without a change to the control loop.
+
+Every method runs on the consumer's control thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol
+
+from laneway.types import CommitPosition, Message, PartitionId
+
+
+class PartitionLoad(Protocol):
+    """What backpressure needs to know of one owned partition."""
+
+    @property
+    def buffered(self) -> int:
+        """Fetched, unfinished messages of the partition (running, queued or held back)."""
+
+
+class OffsetCommitter(Protocol):
+    """The capability of a source that records progress as committed offsets."""
+
+    def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
+        """Commit synchronously; raises :class:`laneway.errors.SourceError` if it failed."""
+
+
+class Progress(Protocol):
+    """Follows every fetched message of a consumer until its completion is durable.
+
+    Life of a message: :meth:`accept` (fetched: dispatch it now, hold it back, or skip it
+    as already done), then either :meth:`settle` (finished, or failed and dead-lettered)
+    or :meth:`unstarted` (an engine gave it back without running it); :meth:`commit`
+    makes what is settled durable. Partition ownership comes and goes through
+    :meth:`assign` and :meth:`give_up`; completions for a partition given up are
+    *fenced*: counted, never made durable.
+    """
+
+    @property
+    def buffered(self) -> int:
+        """Fetched messages not yet settled (bounded by the consumer's ``max_buffered``)."""
+
+    @property
+    def partitions(self) -> Mapping[PartitionId, PartitionLoad]:
+        """The partitions owned now, with their load."""
+
+    def assign(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        """Partitions now owned, with their committed positions (``None``: none yet)."""
+
+    def give_up(self, partitions: Collection[PartitionId]) -> None:
+        """Partitions no longer owned: forget their buffered work, fence what still runs."""
+
+    def accept(self, messages: list[Message]) -> list[Message]:
+        """A polled batch: return the messages to dispatch now, in the order given."""
+
+    def unstarted(self, messages: list[Message]) -> None:
+        """Dispatched messages an engine gave back without running them."""
+
+    def settle(self, messages: list[Message]) -> list[Message]:
+        """Messages done with (finished, or failed and dead-lettered); return held-back
+        messages that may be dispatched now."""
+
+    def running(self, partitions: Collection[PartitionId]) -> int:
+        """How many dispatched messages of ``partitions`` are not settled yet."""
+
+    def commit(self, partitions: Collection[PartitionId]) -> None:
+        """Make the settled work of ``partitions`` durable; raises
+        :class:`laneway.errors.SourceError` when the source refuses (nothing is lost:
+        the next commit covers it again)."""
+
+    @property
+    def skipped(self) -> int:
+        """Fetched messages not dispatched because they were done before (a restart)."""
+
+    @property
+    def fenced(self) -> int:
+        """Completions discarded because their partition was given up meanwhile."""
+
+    @property
+    def commits(self) -> int:
+        """Successful commits so far."""
+
+    def committed(self) -> dict[PartitionId, int]:
+        """The last committed offset per partition (empty for sources without offsets)."""
