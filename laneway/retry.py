@@ -11,15 +11,20 @@ holds; other lanes go on.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
+import itertools
 import random
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from laneway.types import Message
+
+T = TypeVar("T")
 
 MAX_ERROR_TEXT = 4_000
 """Error texts are cut to this many characters (they travel in headers and pipes)."""
@@ -58,6 +63,38 @@ class RetryPolicy:
         """Seconds to wait after the given number of failed attempts (1-based)."""
         ceiling = min(self.backoff_max, self.backoff * 2.0 ** min(failed_attempts - 1, 62))
         return float(ceiling * random.uniform(0.5, 1.0))
+
+
+class RetryQueue(Generic[T]):
+    """Items waiting out a retry backoff, handed back in the order they fall due.
+
+    For work the control thread retries itself (dead-letter writes, ``on_failure``
+    callbacks): :meth:`later` schedules an item after ``policy.delay(tries)`` seconds,
+    :meth:`due` returns those whose time has come, with their try count. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, T, int]] = []
+        self._sequence = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def later(self, item: T, tries: int, policy: RetryPolicy) -> float:
+        """Schedule ``item`` for its ``tries``-th retry; return the delay in seconds."""
+        delay = policy.delay(tries)
+        heapq.heappush(self._heap, (time.monotonic() + delay, next(self._sequence), item, tries))
+        return delay
+
+    def due(self) -> list[tuple[T, int]]:
+        """Items due now, with the try count they were scheduled with."""
+        heap = self._heap
+        now = time.monotonic()
+        ready: list[tuple[T, int]] = []
+        while heap and heap[0][0] <= now:
+            _, _, item, tries = heapq.heappop(heap)
+            ready.append((item, tries))
+        return ready
 
 
 def aborts(error: BaseException) -> bool:

@@ -36,7 +36,8 @@ import recording
 
 import laneway
 from laneway.offsets.offset_progress import OffsetProgress
-from laneway.sources.base import DeadLetterWriter, RebalanceListener, Source
+from laneway.producing.producer import Producer
+from laneway.sources.base import RebalanceListener, Source
 from laneway.types import CommitPosition, Message, PartitionId
 
 CONSUMER_OPTIONS = ("engine", "ordering", "concurrency", "max_buffered", "commit_interval")
@@ -118,8 +119,8 @@ class RecordedSource:
     def close(self) -> None:
         self._inner.close()
 
-    def dead_letters(self) -> DeadLetterWriter:
-        return self._inner.dead_letters()
+    def producer(self) -> Producer:
+        return self._inner.producer()
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ has its state mutated from another thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from laneway.offsets.progress import Progress
-from laneway.types import CommitPosition, Header, Message, PartitionId
+from laneway.producing.producer import Producer
+from laneway.types import CommitPosition, Message, PartitionId
 
 
 class RebalanceListener(Protocol):
@@ -26,30 +27,6 @@ class RebalanceListener(Protocol):
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         """Partitions already taken away (commits for them would fail): fence, don't commit."""
-
-
-class DeadLetterWriter(Protocol):
-    """Writes copies of failed messages to dead-letter topics, acknowledging asynchronously.
-
-    Used from the control thread only. ``done`` callbacks run inside a later
-    :meth:`poll` (or :meth:`close`), with ``None`` once the write is durable in the log, or
-    the error text if it failed (the caller retries).
-    """
-
-    def write(
-        self,
-        topic: str,
-        message: Message,
-        headers: Sequence[Header],
-        done: Callable[[str | None], None],
-    ) -> None:
-        """Queue ``message``'s key and value with ``headers`` for ``topic``."""
-
-    def poll(self) -> None:
-        """Run the ``done`` callbacks of writes acknowledged (or failed) since the last poll."""
-
-    def close(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for queued writes (running their callbacks); release."""
 
 
 class Source(Protocol):
@@ -81,8 +58,9 @@ class Source(Protocol):
     def close(self) -> None:
         """Leave the group and release resources. Idempotent."""
 
-    def dead_letters(self) -> DeadLetterWriter:
-        """A writer into the same log for dead letters (created on first use by the consumer)."""
+    def producer(self) -> Producer:
+        """A new producer into the same log (for dead letters and results; the consumer
+        creates it on first use)."""
 
     @property
     def name(self) -> str:

@@ -14,9 +14,9 @@ from types import TracebackType
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
 from laneway.options import WhenFull, choice, seconds, whole_number
 from laneway.sources.embedded_coordinator import GroupCoordinator
-from laneway.sources.embedded_dead_letters import EmbeddedDeadLetters
 from laneway.sources.embedded_group import Member
 from laneway.sources.embedded_partition import PartitionLog
+from laneway.sources.embedded_producer import EmbeddedProducer
 from laneway.sources.embedded_source import EmbeddedSource
 from laneway.sources.partitioner import partition_for_key
 from laneway.sources.segment import LogDirectory, encode_log_start, encode_record
@@ -303,7 +303,7 @@ class EmbeddedLog:
                     raise UnknownTopicError(self._unknown(name))
             self._groups.subscribe_locked(names, group)
         member = Member(group, tuple(sorted(set(names))), timeout)
-        return EmbeddedSource(self._groups, member, lambda: EmbeddedDeadLetters(self))
+        return EmbeddedSource(self._groups, member, lambda: EmbeddedProducer(self))
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """The next offset of every partition of ``topic`` (Kafka's high watermarks)."""

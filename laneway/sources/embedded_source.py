@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from laneway.errors import SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.options import seconds, whole_number
-from laneway.sources.base import DeadLetterWriter, RebalanceListener
+from laneway.producing.producer import Producer
+from laneway.sources.base import RebalanceListener
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 from laneway.types import CommitPosition, Message, PartitionId
@@ -38,10 +39,10 @@ class EmbeddedSource:
         self,
         coordinator: GroupCoordinator,
         member: Member,
-        dead_letters: Callable[[], DeadLetterWriter],
+        producer: Callable[[], Producer],
     ) -> None:
         self._coordinator = coordinator
-        self._dead_letters = dead_letters
+        self._producer = producer
         self._member = member
         self._listener: RebalanceListener | None = None
         self._closed = False
@@ -50,9 +51,9 @@ class EmbeddedSource:
     def name(self) -> str:
         return f"embedded:{self._member.group}/{','.join(self._member.topics)}"
 
-    def dead_letters(self) -> DeadLetterWriter:
-        """A writer appending dead letters to the same log."""
-        return self._dead_letters()
+    def producer(self) -> Producer:
+        """A new producer appending to the same log."""
+        return self._producer()
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

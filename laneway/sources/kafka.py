@@ -18,7 +18,7 @@ from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
 from laneway.sources.kafka_config import build_settings, connection_config
-from laneway.sources.kafka_dead_letters import KafkaDeadLetters
+from laneway.sources.kafka_producer import KafkaProducer
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = logging.getLogger(__name__)
@@ -98,9 +98,9 @@ class KafkaSource:
         """Partitions currently owned (as reported to the listener)."""
         return frozenset(self._owned)
 
-    def dead_letters(self) -> KafkaDeadLetters:
-        """A producer into the same cluster for dead-letter topics (see KafkaDeadLetters)."""
-        return KafkaDeadLetters(self._connection)
+    def producer(self) -> KafkaProducer:
+        """A new idempotent producer into the same cluster (see :class:`KafkaProducer`)."""
+        return KafkaProducer(self._connection)
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

@@ -1,0 +1,112 @@
+"""AcknowledgedWrites: settle an input only after everything written for it is acknowledged."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Generic, TypeVar
+
+from laneway.errors import LanewayError
+from laneway.producing.producer import OutgoingRecord, Producer
+from laneway.retry import RetryPolicy, RetryQueue
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Pending(Generic[T]):
+    __slots__ = ("input", "like", "records", "unacknowledged")
+
+    def __init__(self, input: T, records: Sequence[OutgoingRecord], like: str | None) -> None:
+        self.input = input
+        self.records = records
+        self.like = like
+        self.unacknowledged = len(records)
+
+
+class AcknowledgedWrites(Generic[T]):
+    """Writes records on behalf of inputs and hands back each input once all its records
+    are acknowledged by the log.
+
+    This is what keeps at-least-once true when a consumer writes on: an input (the failed
+    message behind a dead letter, or the message a handler produced results for) must
+    not count as finished, and so must not be committed, before what was written for it
+    is durable. A record whose write fails is written again after the ``policy``'s
+    backoff, for as long as it takes, without holding up any other input (only the
+    input's own partition's commit point waits); each failure is logged as a WARNING.
+
+    ``producer`` is created on first use (a consumer without failures never opens a
+    Kafka producer). With ``like`` given to :meth:`write`, missing topics are created
+    with the partition count of that topic first (dead-letter topics); otherwise a
+    missing topic is a failed write.
+
+    Used from the control thread only; call :meth:`poll` every loop turn.
+    """
+
+    def __init__(self, producer: Callable[[], Producer], policy: RetryPolicy) -> None:
+        self._open_producer = producer
+        self._producer: Producer | None = None
+        self._policy = policy
+        self._retries: RetryQueue[tuple[_Pending[T], OutgoingRecord]] = RetryQueue()
+        self._settled: list[T] = []
+        self._ensured: set[str] = set()
+        self.pending = 0
+        """Inputs written for and not yet settled."""
+        self.write_errors = 0
+        """Failed writes so far (each one was or will be written again)."""
+
+    def write(self, input: T, records: Sequence[OutgoingRecord], like: str | None = None) -> None:
+        """Write ``records`` for ``input``; it is handed back by :meth:`poll` once all of
+        them are acknowledged (at once when there are none)."""
+        self.pending += 1
+        pending = _Pending(input, records, like)
+        if not records:
+            self._settle(pending)
+            return
+        for record in records:
+            self._send(pending, record, 0)
+
+    def poll(self) -> list[T]:
+        """Serve acknowledgements and due rewrites; return the inputs settled since."""
+        if self._producer is not None:
+            self._producer.poll()
+        for (pending, record), tries in self._retries.due():
+            self._send(pending, record, tries)
+        settled, self._settled = self._settled, []
+        return settled
+
+    def close(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for queued writes; release the producer."""
+        if self._producer is not None:
+            self._producer.close(timeout)
+
+    def _send(self, pending: _Pending[T], record: OutgoingRecord, tries: int) -> None:
+        done = partial(self._acknowledged, pending, record, tries)
+        try:
+            producer = self._producer
+            if producer is None:
+                producer = self._producer = self._open_producer()
+            if pending.like is not None and record.topic not in self._ensured:
+                producer.create_topic_like(record.topic, pending.like)
+                self._ensured.add(record.topic)
+            producer.produce(record, done)
+        except LanewayError as error:
+            done(f"{type(error).__name__}: {error}")
+
+    def _acknowledged(
+        self, pending: _Pending[T], record: OutgoingRecord, tries: int, error: str | None
+    ) -> None:
+        if error is not None:
+            self.write_errors += 1
+            delay = self._retries.later((pending, record), tries + 1, self._policy)
+            log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, error, delay)
+            return
+        pending.unacknowledged -= 1
+        if not pending.unacknowledged:
+            self._settle(pending)
+
+    def _settle(self, pending: _Pending[T]) -> None:
+        self.pending -= 1
+        self._settled.append(pending.input)

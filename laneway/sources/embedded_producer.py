@@ -1,0 +1,75 @@
+"""EmbeddedProducer: the Producer protocol on an EmbeddedLog."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from laneway.errors import LanewayError
+from laneway.producing.producer import Acknowledge, OutgoingRecord
+from laneway.types import Header
+
+WRITE_TIMEOUT = 1.0
+"""Seconds an append may wait for room in a bounded log before it counts as failed."""
+
+
+class _Log(Protocol):
+    """The part of :class:`~laneway.EmbeddedLog` a producer uses."""
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Iterable[Header] | None = None,
+        timestamp: int | None = None,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, int]: ...
+
+    def create_topic(self, name: str, partitions: int = 1) -> None: ...
+
+    def topics(self) -> list[str]: ...
+
+    def partitions(self, topic: str) -> int: ...
+
+
+class EmbeddedProducer:
+    """Appends records to the same :class:`~laneway.EmbeddedLog` a source reads.
+
+    Appends happen at once, but acknowledgements are still handed back through
+    :meth:`poll`, like on Kafka. In a bounded log (``capacity``) an append waits up to
+    ``WRITE_TIMEOUT`` seconds for room and then counts as failed (the caller writes it
+    again later): subscribe a group to the topics written to, or they fill up.
+    """
+
+    def __init__(self, log: _Log) -> None:
+        self._log = log
+        self._acknowledged: list[tuple[Acknowledge, str | None]] = []
+
+    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+        try:
+            _, offset = self._log.produce(
+                record.topic,
+                value=record.value,
+                key=record.key,
+                headers=record.headers,
+                partition=record.partition,
+                timeout=WRITE_TIMEOUT,
+            )
+        except LanewayError as error:
+            self._acknowledged.append((done, f"{type(error).__name__}: {error}"))
+            return
+        self._acknowledged.append((done, None if offset >= 0 else "dropped: the log is full"))
+
+    def create_topic_like(self, topic: str, like: str) -> None:
+        if topic not in self._log.topics():
+            self._log.create_topic(topic, partitions=self._log.partitions(like))
+
+    def poll(self) -> None:
+        acknowledged, self._acknowledged = self._acknowledged, []
+        for done, error in acknowledged:
+            done(error)
+
+    def close(self, timeout: float) -> None:
+        self.poll()

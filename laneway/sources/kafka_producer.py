@@ -1,0 +1,117 @@
+"""KafkaProducer: the Producer protocol on an idempotent confluent-kafka producer."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from laneway.errors import SourceError
+from laneway.producing.producer import Acknowledge, OutgoingRecord
+
+log = logging.getLogger(__name__)
+
+PRODUCER_MAX_BYTES = 1_000_000_000
+"""librdkafka's largest ``message.max.bytes``."""
+UNASSIGNED = -1
+"""librdkafka's ``RD_KAFKA_PARTITION_UA``: let the configured partitioner choose."""
+METADATA_TIMEOUT = 10.0
+"""Seconds to wait for topic metadata or creation when a topic is first created."""
+
+
+class KafkaProducer:
+    """Writes records into the source's cluster with an idempotent producer.
+
+    Settings: the source's connection settings (``bootstrap.servers``, ``security.*``,
+    ``sasl.*``, ``ssl.*``, ``client.*``, ``socket.*``) plus ``enable.idempotence=true``
+    (no duplicates or reordering from the producer's own retries), ``acks=all`` and
+    ``linger.ms=5``; ``message.max.bytes`` is raised to librdkafka's maximum because a
+    copied record is as large as its original, and the target topic's own
+    ``max.message.bytes`` is the real limit (:meth:`create_topic_like` copies it).
+
+    Writes are asynchronous; acknowledgements come back through :meth:`poll`, which the
+    consumer calls every loop, so a slow or failing target topic never blocks the
+    partitions that have nothing to write.
+    """
+
+    def __init__(self, connection: dict[str, object]) -> None:
+        self._producer = Producer(
+            {
+                **connection,
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "acks": "all",
+                "message.max.bytes": PRODUCER_MAX_BYTES,
+            }
+        )
+        self._admin = AdminClient(connection)  # type: ignore[arg-type]
+        self._deferred: list[tuple[Acknowledge, str | None]] = []
+
+    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+        try:
+            self._producer.produce(
+                record.topic,
+                value=record.value,
+                key=record.key,
+                headers=list(record.headers),
+                partition=UNASSIGNED if record.partition is None else record.partition,
+                on_delivery=partial(_delivered, done),
+            )
+        except (KafkaException, BufferError) as error:
+            self._deferred.append((done, f"{type(error).__name__}: {error}"))
+
+    def create_topic_like(self, topic: str, like: str) -> None:
+        try:
+            metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT)
+            existing = metadata.topics.get(topic)
+            if existing is not None and existing.error is None:
+                return
+            source = metadata.topics.get(like)
+            partitions = len(source.partitions) if source is not None else 1
+            new_topic = NewTopic(topic, num_partitions=partitions, config=self._limits_of(like))
+            futures = self._admin.create_topics([new_topic], request_timeout=METADATA_TIMEOUT)
+            try:
+                futures[topic].result(METADATA_TIMEOUT)
+                log.info("created topic %s (%d partitions, like %s)", topic, partitions, like)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+        except KafkaException as error:
+            raise SourceError(f"creating topic {topic!r} failed: {error}") from error
+
+    def poll(self) -> None:
+        self._producer.poll(0)
+        self._run_deferred()
+
+    def close(self, timeout: float) -> None:
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            log.warning("%d records were not acknowledged before close", remaining)
+        self._run_deferred()
+
+    def _run_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for done, error in deferred:
+            done(error)
+
+    def _limits_of(self, topic: str) -> dict[str, str]:
+        """The source topic's ``max.message.bytes``, so every record of it fits the copy."""
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            described = self._admin.describe_configs([resource])[resource].result(METADATA_TIMEOUT)
+        except KafkaException as error:
+            log.warning("could not read %s's config for a topic like it: %s", topic, error)
+            return {}
+        entry = described.get("max.message.bytes")
+        return {} if entry is None or entry.value is None else {"max.message.bytes": entry.value}
+
+
+def _delivered(done: Acknowledge, error: KafkaError | None, _record: Message) -> None:
+    done(None if error is None else f"{error.name()}: {error.str()}")
