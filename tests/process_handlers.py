@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from laneway.types import Message
@@ -112,3 +113,46 @@ def fail_first_two_attempts(message: Message) -> None:
     _attempts[where] = _attempts.get(where, 0) + 1
     if _attempts[where] <= 2:
         raise RuntimeError(f"attempt {_attempts[where]} failed")
+
+
+class CountAttempts:
+    """An attempt hook that appends ``offset outcome`` per attempt to ``path`` (one file per
+    process: the pid is appended), from any engine, process workers included."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _note(self, message: Message, outcome: str) -> None:
+        with open(f"{self.path}.{os.getpid()}", "a") as out:
+            out.write(f"{message.offset} {outcome}\n")
+
+    def wrap(self, handler: Callable[[Message], object]) -> Callable[[Message], object]:
+        def counted(message: Message) -> object:
+            try:
+                result = handler(message)
+            except BaseException:
+                self._note(message, "raised")
+                raise
+            self._note(message, "returned")
+            return result
+
+        return counted
+
+    def wrap_async(
+        self, handler: Callable[[Message], Awaitable[object]]
+    ) -> Callable[[Message], Awaitable[object]]:
+        async def counted(message: Message) -> object:
+            try:
+                result = await handler(message)
+            except BaseException:
+                self._note(message, "raised")
+                raise
+            self._note(message, "returned")
+            return result
+
+        return counted
+
+
+async def fail_first_two_attempts_async(message: Message) -> None:
+    """The coroutine twin of :func:`fail_first_two_attempts`."""
+    fail_first_two_attempts(message)

@@ -13,6 +13,7 @@ from engine_runs import collect
 
 from laneway.engines.async_engine import AsyncEngine
 from laneway.engines.base import Completions, Engine
+from laneway.engines.invoker import Invoker
 from laneway.engines.sync import SyncEngine
 from laneway.engines.thread import ThreadEngine
 from laneway.options import Ordering
@@ -77,7 +78,7 @@ def make_engine(kind: str, ordering: Ordering, rec: Recorder, concurrency: int) 
             await asyncio.sleep(rec.delay)
             rec.leave(lane(m))
 
-        return AsyncEngine(handle_async, ordering, concurrency, ONCE)
+        return AsyncEngine(Invoker(handle_async, ONCE, is_async=True), ordering, concurrency)
 
     def handle(m: Message) -> None:
         rec.enter(m, lane(m))
@@ -85,8 +86,8 @@ def make_engine(kind: str, ordering: Ordering, rec: Recorder, concurrency: int) 
         rec.leave(lane(m))
 
     if kind == "sync":
-        return SyncEngine(handle, ONCE, threading.Event())
-    return ThreadEngine(handle, ordering, concurrency, ONCE)
+        return SyncEngine(Invoker(handle, ONCE), threading.Event())
+    return ThreadEngine(Invoker(handle, ONCE), ordering, concurrency)
 
 
 @pytest.mark.parametrize("kind", ["thread", "async"])
@@ -125,14 +126,14 @@ def test_a_slow_key_does_not_hold_up_the_others(kind: str) -> None:
                 while not gate.is_set():
                     await asyncio.sleep(0.01)
 
-        engine: Engine = AsyncEngine(handle_async, Ordering.KEY, 4, ONCE)
+        engine: Engine = AsyncEngine(Invoker(handle_async, ONCE, is_async=True), Ordering.KEY, 4)
     else:
 
         def handle(m: Message) -> None:
             if m.key == b"slow":
                 gate.wait(10)
 
-        engine = ThreadEngine(handle, Ordering.KEY, 4, ONCE)
+        engine = ThreadEngine(Invoker(handle, ONCE), Ordering.KEY, 4)
     completions = Completions()
     engine.start(completions)
     engine.submit([slow, *fast])
@@ -162,7 +163,7 @@ def test_finished_messages_are_reported_while_their_run_goes_on(kind: str) -> No
                 while not gate.is_set():
                     await asyncio.sleep(0.01)
 
-        engine = AsyncEngine(handle_async, Ordering.KEY, 4, ONCE)
+        engine = AsyncEngine(Invoker(handle_async, ONCE, is_async=True), Ordering.KEY, 4)
     else:
 
         def handle(m: Message) -> None:
@@ -170,7 +171,7 @@ def test_finished_messages_are_reported_while_their_run_goes_on(kind: str) -> No
             if m.offset == 10:
                 gate.wait(10)
 
-        engine = ThreadEngine(handle, Ordering.KEY, 4, ONCE)
+        engine = ThreadEngine(Invoker(handle, ONCE), Ordering.KEY, 4)
     completions = Completions()
     engine.start(completions)
     engine.submit([Message("t", 0, i, b"k", b"") for i in range(20)])
@@ -214,11 +215,11 @@ def test_a_raising_handler_is_reported_as_a_failure(kind: str) -> None:
 
     engine: Engine
     if kind == "sync":
-        engine = SyncEngine(boom, ONCE, threading.Event())
+        engine = SyncEngine(Invoker(boom, ONCE), threading.Event())
     elif kind == "thread":
-        engine = ThreadEngine(boom, Ordering.KEY, 2, ONCE)
+        engine = ThreadEngine(Invoker(boom, ONCE), Ordering.KEY, 2)
     else:
-        engine = AsyncEngine(boom_async, Ordering.KEY, 2, ONCE)
+        engine = AsyncEngine(Invoker(boom_async, ONCE, is_async=True), Ordering.KEY, 2)
     completions = Completions()
     engine.start(completions)
     engine.submit([Message("t", 0, i, b"k", b"") for i in range(6)])
@@ -238,7 +239,7 @@ def test_a_raising_handler_is_reported_as_a_failure(kind: str) -> None:
 
 def test_close_is_bounded_with_a_stuck_handler() -> None:
     release = threading.Event()
-    engine = ThreadEngine(lambda m: release.wait(30), Ordering.UNORDERED, 2, ONCE)
+    engine = ThreadEngine(Invoker(lambda m: release.wait(30), ONCE), Ordering.UNORDERED, 2)
     engine.start(Completions())
     engine.submit([Message("t", 0, i, None, b"") for i in range(4)])
     time.sleep(0.05)

@@ -7,6 +7,7 @@ import time
 
 from engine_runs import collect, started
 
+from laneway.engines.invoker import Invoker
 from laneway.engines.thread import WORK_PER_WORKER, ThreadEngine, threads_to_wake
 from laneway.options import Ordering
 from laneway.retry import RetryPolicy
@@ -57,7 +58,7 @@ def test_near_instant_handlers_run_on_a_few_threads() -> None:
     def handle(message: Message) -> None:
         seen.add(threading.get_ident())  # no lock: one more lock would be the bottleneck
 
-    engine = ThreadEngine(handle, Ordering.KEY, 64, ONCE)
+    engine = ThreadEngine(Invoker(handle, ONCE), Ordering.KEY, 64)
     with started(engine) as completions:
         engine.submit(batch(2_000, keys=100))  # handler time is measured on these
         assert len(collect(completions, 2_000)) == 2_000
@@ -72,7 +73,7 @@ def test_near_instant_handlers_run_on_a_few_threads() -> None:
 
 def test_blocking_handlers_get_a_thread_per_ready_lane() -> None:
     handler = Threads(seconds=0.02)
-    engine = ThreadEngine(handler, Ordering.KEY, 32, ONCE)
+    engine = ThreadEngine(Invoker(handler, ONCE), Ordering.KEY, 32)
     with started(engine) as completions:
         engine.submit(batch(4, keys=4))
         assert len(collect(completions, 4)) == 4
@@ -89,7 +90,7 @@ def test_a_slow_key_does_not_hold_up_the_others_once_handlers_are_known_to_be_fa
         if message.key == b"slow":
             gate.wait(10)
 
-    engine = ThreadEngine(handle, Ordering.KEY, 8, ONCE)
+    engine = ThreadEngine(Invoker(handle, ONCE), Ordering.KEY, 8)
     try:
         with started(engine) as completions:
             engine.submit(batch(2_000, keys=50))

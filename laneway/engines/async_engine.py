@@ -10,9 +10,8 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from laneway.engines.base import Completions
-from laneway.engines.invoke import AsyncHandler, run_async
+from laneway.engines.invoker import Invoker
 from laneway.options import Ordering
-from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.types import Message, PartitionId
 
@@ -41,16 +40,14 @@ class AsyncEngine:
 
     def __init__(
         self,
-        handler: AsyncHandler,
+        invoker: Invoker,
         ordering: Ordering,
         concurrency: int,
-        policy: RetryPolicy,
         loop: asyncio.AbstractEventLoop | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
         max_run: int = 256,
     ) -> None:
-        self._handler = handler
-        self._policy = policy
+        self._invoker = invoker
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._loop = loop
@@ -193,7 +190,7 @@ class AsyncEngine:
             self._runs[index] = run
             self._executing += 1
             try:
-                await run_async(self._handler, run, self._policy, completions)
+                await self._invoker.run_async(run, completions)
             finally:
                 self._executing -= 1
                 if not self._executing:

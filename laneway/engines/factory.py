@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
+from laneway.engines.invoker import AttemptHook, Invoker
 from laneway.errors import ConfigError
 from laneway.options import EngineKind
 
@@ -43,29 +44,31 @@ def build_engine(
     handler: Callable[..., Any],
     stop: threading.Event,
     loop: asyncio.AbstractEventLoop | None = None,
+    hooks: Sequence[AttemptHook] = (),
 ) -> Engine:
-    """The engine for ``config.engine``; ``loop`` is the caller's loop under ``run_async``."""
+    """The engine for ``config.engine``; ``loop`` is the caller's loop under ``run_async``;
+    ``hooks`` wrap every handler attempt (see :class:`~laneway.engines.invoker.Invoker`)."""
     kind = config.engine
+    if kind is EngineKind.PROCESS:
+        from laneway.engines.process import ProcessEngine
+
+        return ProcessEngine(handler, config.ordering, config.concurrency, config.retry, hooks)
+    invoker = Invoker(handler, config.retry, hooks, is_async=kind is EngineKind.ASYNC)
     if kind is EngineKind.SYNC:
         from laneway.engines.sync import SyncEngine
 
-        return SyncEngine(handler, config.retry, stop)
+        return SyncEngine(invoker, stop)
     if kind is EngineKind.THREAD:
         from laneway.engines.thread import ThreadEngine
 
-        return ThreadEngine(handler, config.ordering, config.concurrency, config.retry)
-    if kind is EngineKind.ASYNC:
-        from laneway.engines.async_engine import AsyncEngine
-        from laneway.engines.event_loops import new_event_loop
+        return ThreadEngine(invoker, config.ordering, config.concurrency)
+    from laneway.engines.async_engine import AsyncEngine
+    from laneway.engines.event_loops import new_event_loop
 
-        return AsyncEngine(
-            handler,
-            config.ordering,
-            config.concurrency,
-            config.retry,
-            loop=loop,
-            loop_factory=partial(new_event_loop, config.event_loop),
-        )
-    from laneway.engines.process import ProcessEngine
-
-    return ProcessEngine(handler, config.ordering, config.concurrency, config.retry)
+    return AsyncEngine(
+        invoker,
+        config.ordering,
+        config.concurrency,
+        loop=loop,
+        loop_factory=partial(new_event_loop, config.event_loop),
+    )

@@ -40,11 +40,12 @@ import threading
 import time
 import types
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
 from laneway.engines.base import Completions
+from laneway.engines.invoker import AttemptHook
 from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
 from laneway.errors import HandlerImportError, LanewayError
@@ -87,8 +88,10 @@ class ProcessEngine:
         ordering: Ordering,
         concurrency: int,
         policy: RetryPolicy | None = None,
+        hooks: Sequence[AttemptHook] = (),
     ) -> None:
         self._handler = handler
+        self._hooks = tuple(hooks)
         self._ordering = ordering
         self._n = whole_number(concurrency, "concurrency")
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
@@ -139,7 +142,7 @@ class ProcessEngine:
         self._completions = completions
         name = _describe_handler(self._handler)
         try:
-            self._blob = pickle.dumps(self._handler, protocol=5)
+            self._blob = pickle.dumps((self._handler, self._hooks), protocol=5)
         except Exception as error:
             raise HandlerImportError(_advice(name, f"it cannot be pickled: {error}")) from error
         for slot in self._slots:

@@ -27,14 +27,8 @@ from collections import deque
 from collections.abc import MutableSequence
 from multiprocessing.context import SpawnContext
 
-from laneway.engines.process_worker import (
-    BATCH_ID,
-    INDEX,
-    PROGRESS_SLOTS,
-    STARTED,
-    FailureRecord,
-    worker_main,
-)
+from laneway.engines.invoker import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED, FailureRecord
+from laneway.engines.process_worker import worker_main
 from laneway.retry import RetryPolicy
 from laneway.types import Failure, Message
 

@@ -30,77 +30,12 @@ import pickle
 import signal
 import threading
 import time
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import MutableSequence
 from multiprocessing.connection import Connection
 from queue import SimpleQueue
 
-from laneway.retry import ErrorInfo, RetryPolicy, call, describe
-from laneway.types import Message
-
-Handler = Callable[[Message], object]
-FailureRecord = tuple[int, str, str, int]
-"""A failed message of a batch: ``(index in batch, error type, error text, attempts)``."""
-
-BATCH_ID = 0
-INDEX = 1
-STARTED = 2
-"""Slots of the shared progress array: the batch being run, the message's index in it,
-and when its current attempt started (``time.monotonic_ns()``, 0 between attempts; only
-written when the policy has a timeout)."""
-PROGRESS_SLOTS = 3
-
-
-def run_message(handler: Handler, message: Message, policy: RetryPolicy) -> ErrorInfo | None:
-    """Run ``handler`` on one message with retries: ``None`` once it returned, else how it
-    failed for good. Failures are decided by :func:`laneway.retry.call`; a handler that
-    raises ``KeyboardInterrupt`` (which ``call`` does not retry) fails that message too,
-    so the worker survives it.
-    """
-    try:
-        return call(handler, message, policy, _sleep)
-    except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
-        name, text = describe(error)
-        return name, text, 1
-
-
-def run_batch(
-    handler: Handler,
-    policy: RetryPolicy,
-    batch_id: int,
-    rows: Sequence[tuple[object, ...] | None],
-    progress: MutableSequence[int],
-) -> list[FailureRecord]:
-    """Run the handler on every row of a batch, in order; return only the failures."""
-    failures: list[FailureRecord] = []
-    progress[INDEX] = -1
-    progress[BATCH_ID] = batch_id
-    for index, row in enumerate(rows):
-        if row is None:
-            continue
-        progress[INDEX] = index
-        error = run_message(handler, Message(*row), policy)  # type: ignore[arg-type]
-        if error is not None:
-            failures.append((index, *error))
-    progress[INDEX] = -1
-    return failures
-
-
-def stamped(handler: Handler, progress: MutableSequence[int]) -> Handler:
-    """``handler``, recording when each attempt starts so the parent can time it out."""
-
-    def run(message: Message) -> object:
-        progress[STARTED] = time.monotonic_ns()
-        try:
-            return handler(message)
-        finally:
-            progress[STARTED] = 0
-
-    return run
-
-
-def _sleep(seconds: float) -> bool:
-    time.sleep(seconds)
-    return True
+from laneway.engines.invoker import AttemptStamp, Invoker
+from laneway.retry import RetryPolicy, describe
 
 
 def worker_main(
@@ -109,13 +44,14 @@ def worker_main(
     """Entry point of a worker process (the ``target`` of its ``Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        handler = pickle.loads(handler_blob)
+        handler, hooks = pickle.loads(handler_blob)
     except BaseException as error:  # reported to the parent, which raises
         name, text = describe(error)
         conn.send_bytes(pickle.dumps(("error", f"{name}: {text}")))
         return
     if policy.timeout is not None:
-        handler = stamped(handler, progress)
+        hooks = (*hooks, AttemptStamp(progress))
+    invoker = Invoker(handler, policy, hooks)
     conn.send_bytes(pickle.dumps(("ready", os.getpid())))
     inbox: SimpleQueue[bytes | None] = SimpleQueue()
     threading.Thread(
@@ -127,7 +63,7 @@ def worker_main(
             return
         batch_id, rows = pickle.loads(data)
         started = time.perf_counter()
-        failures = run_batch(handler, policy, batch_id, rows, progress)
+        failures = invoker.run_rows(batch_id, rows, progress)
         reply = (batch_id, failures, time.perf_counter() - started)
         try:
             conn.send_bytes(pickle.dumps(reply, protocol=5))

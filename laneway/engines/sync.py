@@ -7,8 +7,7 @@ from collections import deque
 from collections.abc import Collection
 
 from laneway.engines.base import Completions
-from laneway.engines.invoke import SyncHandler, run_sync
-from laneway.retry import RetryPolicy
+from laneway.engines.invoker import Invoker
 from laneway.types import Message, PartitionId
 
 
@@ -20,9 +19,8 @@ class SyncEngine:
     to do trivial work, and the reference the other engines are measured against.
     """
 
-    def __init__(self, handler: SyncHandler, policy: RetryPolicy, stop: threading.Event) -> None:
-        self._handler = handler
-        self._policy = policy
+    def __init__(self, invoker: Invoker, stop: threading.Event) -> None:
+        self._invoker = invoker
         self._stop = stop
         self._completions: Completions | None = None
         self._running = 0
@@ -36,7 +34,7 @@ class SyncEngine:
         run = deque(messages)
         self._running = 1
         try:
-            run_sync(self._handler, run, self._policy, self._stop, self._completions)
+            self._invoker.run(run, self._stop, self._completions)
         finally:
             self._running = 0
         self._unstarted.extend(run)

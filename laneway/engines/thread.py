@@ -9,9 +9,8 @@ from collections import deque
 from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions
-from laneway.engines.invoke import SyncHandler, run_sync
+from laneway.engines.invoker import Invoker
 from laneway.options import Ordering
-from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.types import Message, PartitionId
 
@@ -67,14 +66,12 @@ class ThreadEngine:
 
     def __init__(
         self,
-        handler: SyncHandler,
+        invoker: Invoker,
         ordering: Ordering,
         concurrency: int,
-        policy: RetryPolicy,
         max_run: int = 256,
     ) -> None:
-        self._handler = handler
-        self._policy = policy
+        self._invoker = invoker
         self._closed = threading.Event()
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
@@ -189,4 +186,4 @@ class ThreadEngine:
                 started = self._last_claim = time.monotonic()
                 if self._threads_to_wake():
                     cond.notify()  # e.g. a lane made ready again by a release
-            run_sync(self._handler, run, self._policy, self._closed, self._completions)
+            self._invoker.run(run, self._closed, self._completions)

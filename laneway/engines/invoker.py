@@ -1,0 +1,255 @@
+"""The Invoker: the one place laneway calls a user's handler.
+
+Every engine runs handlers through an :class:`Invoker`: the sync and thread engines with
+:meth:`Invoker.run`, the async engine with :meth:`Invoker.run_async`, and each process
+engine worker with :meth:`Invoker.run_rows`. What counts as a failure and how it is
+retried is decided in :mod:`laneway.retry`; what is reported when, here.
+
+*Attempt hooks* (:class:`AttemptHook`) wrap every attempt of the handler, retries
+included: timing, tracing, or the process worker's timeout stamp. They are applied once,
+when the invoker is built, so a consumer without hooks calls the user's function directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableSequence, Sequence
+from typing import Protocol
+
+from laneway.engines.base import Completions
+from laneway.retry import (
+    ErrorInfo,
+    Interrupted,
+    RetryPolicy,
+    aborts,
+    call,
+    call_async,
+    describe,
+    refuse_awaitable,
+    retry,
+    retry_async,
+)
+from laneway.types import Failure, Message
+
+SyncHandler = Callable[[Message], object]
+AsyncHandler = Callable[[Message], Awaitable[object]]
+FailureRecord = tuple[int, str, str, int]
+"""A failed message of a process-engine batch: ``(index in batch, error type, error text,
+attempts)``."""
+
+REPORT_EVERY = 0.005
+"""Seconds between progress reports within one run. A run can hold hundreds of messages
+of a slow lane; reporting only at its end would keep finished messages counted against
+``max_buffered`` (so nothing new is fetched for the other lanes) and uncommitted for the
+whole run. One clock read per message is the price (~50 ns)."""
+
+BATCH_ID = 0
+INDEX = 1
+STARTED = 2
+"""Slots of a process worker's shared progress array: the batch being run, the message's
+index in it, and when its current attempt started (``time.monotonic_ns()``, 0 between
+attempts; only written when the policy has a timeout)."""
+PROGRESS_SLOTS = 3
+
+
+class AttemptHook(Protocol):
+    """Wraps every attempt of a handler: ``wrap`` for plain functions, ``wrap_async`` for
+    ``async def`` ones. A hook used by the process engine is pickled to its workers."""
+
+    def wrap(self, handler: SyncHandler) -> SyncHandler: ...
+
+    def wrap_async(self, handler: AsyncHandler) -> AsyncHandler: ...
+
+
+class _Report:
+    """The finished and failed messages of one run, reported to ``completions`` at least
+    every ``REPORT_EVERY`` seconds (by :meth:`tick`) and at the end (:meth:`flush`)."""
+
+    __slots__ = ("_completions", "_report_at", "done", "failed")
+
+    def __init__(self, completions: Completions) -> None:
+        self._completions = completions
+        self.done: list[Message] = []
+        self.failed: list[Failure] = []
+        self._report_at = time.monotonic() + REPORT_EVERY
+
+    def tick(self) -> None:
+        if time.monotonic() >= self._report_at:
+            self.flush()
+            self._report_at = time.monotonic() + REPORT_EVERY
+
+    def flush(self) -> None:
+        self._completions.report(self.done, self.failed)
+        self.done, self.failed = [], []
+
+
+class Invoker:
+    """Calls ``handler`` on runs of messages with the retry ``policy``, reporting outcomes.
+
+    ``hooks`` wrap each attempt, the first hook outermost. A handler that succeeds at the
+    first attempt costs one call and no retry bookkeeping: the first attempt is made
+    inline and :mod:`laneway.retry` is entered only when it raised.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[Message], object],
+        policy: RetryPolicy,
+        hooks: Sequence[AttemptHook] = (),
+        is_async: bool = False,
+    ) -> None:
+        self.policy = policy
+        self._sync: SyncHandler = handler
+        self._async: AsyncHandler = handler  # type: ignore[assignment]
+        for hook in reversed(hooks):
+            if is_async:
+                self._async = hook.wrap_async(self._async)
+            else:
+                self._sync = hook.wrap(self._sync)
+
+    def run(self, run: deque[Message], stop: threading.Event, completions: Completions) -> None:
+        """Run the handler on the messages popped from ``run`` until it is empty.
+
+        Finished and failed messages are reported to ``completions`` every ``REPORT_EVERY``
+        seconds and when the run ends (also when an abort propagates). The run is consumed
+        with ``popleft`` so another thread may steal its tail (a revocation does this);
+        each message is run by exactly one side. Once ``stop`` is set, the rest of the
+        run, and a message whose retry backoff the stop cut short, are put back unstarted
+        (and not reported).
+        """
+        handler = self._sync
+        policy = self.policy
+        report = _Report(completions)
+        wait = _waiter(stop)
+        try:
+            while run:
+                if stop.is_set():
+                    break
+                try:
+                    message = run.popleft()
+                except IndexError:
+                    break
+                try:
+                    result = handler(message)
+                    if result is not None:
+                        refuse_awaitable(result)
+                except BaseException as first_error:
+                    if aborts(first_error):
+                        raise
+                    try:
+                        error = retry(handler, message, policy, wait, first_error)
+                    except Interrupted:
+                        run.appendleft(message)
+                        break
+                    if error is None:
+                        report.done.append(message)
+                    else:
+                        report.failed.append(Failure(message, *error))
+                else:
+                    report.done.append(message)
+                report.tick()
+        finally:
+            report.flush()
+
+    async def run_async(self, run: deque[Message], completions: Completions) -> None:
+        """The coroutine twin of :meth:`run` (cancellation puts the message back)."""
+        handler = self._async
+        policy = self.policy
+        report = _Report(completions)
+        inline = policy.timeout is None
+        try:
+            while run:
+                message = run.popleft()
+                try:
+                    if inline:
+                        try:
+                            await handler(message)
+                        except asyncio.CancelledError:
+                            raise
+                        except BaseException as first_error:
+                            error = await retry_async(handler, message, policy, first_error)
+                        else:
+                            error = None
+                    else:
+                        error = await call_async(handler, message, policy)
+                except BaseException:
+                    run.appendleft(message)
+                    raise
+                if error is None:
+                    report.done.append(message)
+                else:
+                    report.failed.append(Failure(message, *error))
+                report.tick()
+        finally:
+            report.flush()
+
+    def run_rows(
+        self,
+        batch_id: int,
+        rows: Sequence[tuple[object, ...] | None],
+        progress: MutableSequence[int],
+    ) -> list[FailureRecord]:
+        """A process worker's batch: run every row (a message as a plain tuple; ``None``:
+        given up already) in order, writing ``(batch_id, index)`` to the shared
+        ``progress`` array before each; return only the failures."""
+        failures: list[FailureRecord] = []
+        progress[INDEX] = -1
+        progress[BATCH_ID] = batch_id
+        for index, row in enumerate(rows):
+            if row is None:
+                continue
+            progress[INDEX] = index
+            error = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            if error is not None:
+                failures.append((index, *error))
+        progress[INDEX] = -1
+        return failures
+
+    def _run_in_worker(self, message: Message) -> ErrorInfo | None:
+        """One message with retries in a worker process, backoffs slept in place. A
+        handler that raises ``KeyboardInterrupt`` (which :func:`laneway.retry.call` does
+        not retry) fails that message too, so the worker survives it."""
+        try:
+            return call(self._sync, message, self.policy, _sleep)
+        except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
+            name, text = describe(error)
+            return name, text, 1
+
+
+class AttemptStamp:
+    """An :class:`AttemptHook` for process workers with a handler timeout: writes when each
+    attempt starts into the shared progress array, so the parent can kill a worker whose
+    attempt runs too long."""
+
+    def __init__(self, progress: MutableSequence[int]) -> None:
+        self._progress = progress
+
+    def wrap(self, handler: SyncHandler) -> SyncHandler:
+        progress = self._progress
+
+        def stamped(message: Message) -> object:
+            progress[STARTED] = time.monotonic_ns()
+            try:
+                return handler(message)
+            finally:
+                progress[STARTED] = 0
+
+        return stamped
+
+    def wrap_async(self, handler: AsyncHandler) -> AsyncHandler:
+        raise TypeError("process workers run plain functions only")
+
+
+def _waiter(stop: threading.Event) -> Callable[[float], bool]:
+    def wait(seconds: float) -> bool:
+        return not stop.wait(seconds)
+
+    return wait
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return True
