@@ -8,8 +8,9 @@ import click
 
 from laneway import __version__
 from laneway.bench.command import bench
+from laneway.options import EngineKind, names
 
-ENGINES = ("sync", "thread", "async", "process")
+ENGINES = names(EngineKind)
 
 
 @click.group()

@@ -8,16 +8,18 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from laneway.config import ConsumerConfig
-from laneway.control_plane import ControlPlane
-from laneway.dead_letters import FailureCallback
+from laneway.config import ConsumerConfig, ConsumerOptions
+from laneway.control.plane import ControlPlane
 from laneway.engines.factory import build_engine, check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.options import EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -52,51 +54,9 @@ class Consumer:
         self,
         source: Source,
         handler: Callable[..., Any],
-        *,
-        engine: str = "thread",
-        ordering: str = "key",
-        concurrency: int | None = None,
-        max_buffered: int = 10_000,
-        commit_interval: float = 1.0,
-        poll_batch_size: int = 2_000,
-        drain_timeout: float = 10.0,
-        metadata_max_bytes: int = 4_096,
-        handle_signals: bool = True,
-        max_retries: int = 3,
-        retry_backoff: float = 0.1,
-        retry_backoff_max: float = 5.0,
-        handler_timeout: float | None = None,
-        dead_letter_topic: str | None = "{topic}.dlq",
-        on_failure: FailureCallback | None = None,
-        poison_threshold: int | None = None,
-        poison_cooldown: float = 30.0,
-        event_loop: str = "auto",
+        **options: Unpack[ConsumerOptions],
     ) -> None:
-        self.config = ConsumerConfig.build(
-            engine=engine,
-            ordering=ordering,
-            concurrency=concurrency,
-            max_buffered=max_buffered,
-            commit_interval=commit_interval,
-            poll_batch_size=poll_batch_size,
-            drain_timeout=drain_timeout,
-            metadata_max_bytes=metadata_max_bytes,
-            handle_signals=handle_signals,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            retry_backoff_max=retry_backoff_max,
-            handler_timeout=handler_timeout,
-            dead_letter_topic=dead_letter_topic,
-            poison_threshold=poison_threshold,
-            poison_cooldown=poison_cooldown,
-            event_loop=event_loop,
-        )
-        if on_failure is not None and not callable(on_failure):
-            raise ConfigError(
-                f"on_failure={on_failure!r} is not valid; expected a callable "
-                "(message, failure) or None"
-            )
-        self._on_failure = on_failure
+        self.config = ConsumerConfig.from_options(options)
         for method in ("open", "poll", "progress", "pause", "resume", "close"):
             if not callable(getattr(type(source), method, None)):
                 raise ConfigError(
@@ -176,7 +136,7 @@ class Consumer:
         loop: asyncio.AbstractEventLoop | None,
     ) -> ConsumerStats:
         engine = build_engine(self.config, self._handler, self._stop, loop)
-        plane = ControlPlane(self._source, engine, self.config, self._stop, self._on_failure)
+        plane = ControlPlane(self._source, engine, self.config, self._stop)
         try:
             engine.start(plane.completions)
         except BaseException:

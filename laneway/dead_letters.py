@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from laneway.config import ConsumerConfig
+from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
 from laneway.producing.producer import OutgoingRecord
 from laneway.retry import RetryQueue
@@ -14,8 +14,6 @@ from laneway.sources.base import Source
 from laneway.types import Failure, Header, Message
 
 log = logging.getLogger(__name__)
-
-FailureCallback = Callable[[Message, Failure], object]
 
 HEADER_PREFIX = "laneway."
 """Dead-letter headers (after the original ones): ``laneway.error.type``,
@@ -54,11 +52,10 @@ class DeadLetterRouter:
     Used from the control thread only.
     """
 
-    def __init__(
-        self, source: Source, config: ConsumerConfig, on_failure: FailureCallback | None
-    ) -> None:
+    def __init__(self, source: Source, config: ConsumerConfig) -> None:
         self._config = config
-        self._on_failure = on_failure
+        self._metrics = config.metrics
+        self._on_failure = config.on_failure
         self._writes: AcknowledgedWrites[Failure] = AcknowledgedWrites(
             source.producer, config.retry
         )
@@ -109,6 +106,7 @@ class DeadLetterRouter:
             self._call_back(failure, tries)
         for failure in self._writes.poll():
             self.dead_lettered += 1
+            self._metrics.increment(Metric.DEAD_LETTERS, 1, (failure.message.topic,))
             _log_failure(failure, f"dead-lettered to {self._topic_for(failure)}")
             self._settled.append(failure.message)
         settled, self._settled = self._settled, []

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from laneway.consumer import Consumer
+from laneway.options import EngineKind
 from laneway.sources.embedded import EmbeddedLog
 from laneway.types import Message
 
@@ -52,7 +53,7 @@ def run_engine(engine: str, messages: int, partitions: int, keys: int) -> DemoRo
     consumer = Consumer(
         log.subscribe(["demo"], group=f"demo-{engine}"),
         handler,
-        engine=engine,
+        engine=EngineKind(engine),
         ordering="key",
         concurrency=concurrency,
     )

@@ -1,12 +1,24 @@
-"""Enumerations for every mode, and the checks that turn bad option values into clear errors."""
+"""Enumerations for every mode, the checks that turn bad option values into clear errors,
+and :class:`OptionSpec`, which describes one option so that flags, environment variables,
+TOML keys and documentation can all be derived from it."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from laneway.errors import ConfigError
+
+EngineName = Literal["sync", "thread", "async", "process"]
+"""The values of :class:`EngineKind`, for type checkers (a test keeps the two equal)."""
+OrderingName = Literal["key", "partition", "unordered"]
+"""The values of :class:`Ordering`, for type checkers (a test keeps the two equal)."""
+EventLoopName = Literal["auto", "asyncio", "uvloop"]
+"""The values of :class:`EventLoop`, for type checkers (a test keeps the two equal)."""
 
 
 class EngineKind(str, enum.Enum):
@@ -100,3 +112,115 @@ def seconds(value: object, option: str, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise ConfigError(f"{option}={value!r} is not valid; expected seconds {bound}")
     return float(value)
+
+
+def names(enum_type: type[enum.Enum]) -> tuple[str, ...]:
+    """The values of a str enum, in definition order (e.g. every engine name)."""
+    return tuple(str(member.value) for member in enum_type)
+
+
+ENV_PREFIX = "LANEWAY_"
+"""Environment variables set options: ``LANEWAY_`` + the option name in upper case."""
+
+_TRUE_TEXT = frozenset({"true", "yes", "on", "1"})
+_FALSE_TEXT = frozenset({"false", "no", "off", "0"})
+_NONE_TEXT = frozenset({"none", "null", ""})
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its ``help`` (one line), ``tuning`` advice, allowed ``choices`` (for enum
+    options), how text becomes a value (``kind``), and whether it can be set from text at
+    all (``from_text``: False for Python objects such as callbacks).
+
+    ``check(value, name)`` returns the validated (normalised) value or raises a
+    :class:`~laneway.errors.ConfigError` naming the option.
+    """
+
+    help: str
+    check: Callable[[Any, str], Any]
+    kind: Literal["int", "seconds", "bool", "choice", "text", "object"]
+    tuning: str = ""
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+    shown_default: str | None = None
+    """How the default reads in docs when its value alone would mislead (e.g. per engine)."""
+
+    @property
+    def from_text(self) -> bool:
+        return self.kind != "object"
+
+    def parse(self, text: str, name: str) -> object:
+        """The value a flag, environment variable or TOML string ``text`` stands for
+        (not yet checked: pass it to :attr:`check`)."""
+        raw = text.strip()
+        if self.nullable and raw.lower() in _NONE_TEXT:
+            return None
+        if self.kind == "int":
+            try:
+                return int(raw.replace("_", ""))
+            except ValueError:
+                raise ConfigError(
+                    f"{name}={text!r} is not valid; expected a whole number"
+                ) from None
+        if self.kind == "seconds":
+            try:
+                return float(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"{name}={text!r} is not valid; expected a number of seconds"
+                ) from None
+        if self.kind == "bool":
+            if raw.lower() in _TRUE_TEXT:
+                return True
+            if raw.lower() in _FALSE_TEXT:
+                return False
+            raise ConfigError(f"{name}={text!r} is not valid; expected true or false")
+        if self.kind == "object":
+            raise ConfigError(f"{name} cannot be set from text; pass it to Consumer(...) in code")
+        return raw
+
+
+def option(default: object, spec: OptionSpec) -> Any:
+    """A ``ConsumerConfig`` field: its default, with ``spec`` in the field's metadata."""
+    return dataclasses.field(default=default, metadata={"option": spec})
+
+
+def choice_of(enum_type: type[E]) -> Callable[[object, str], E]:
+    """A check accepting a member of ``enum_type`` or its value."""
+
+    def check(value: object, name: str) -> E:
+        return choice(enum_type, value, name)
+
+    return check
+
+
+def number(minimum: int = 1, nullable: bool = False) -> Callable[[object, str], int | None]:
+    """A check accepting a whole number >= ``minimum`` (or ``None`` when ``nullable``)."""
+
+    def check(value: object, name: str) -> int | None:
+        if value is None and nullable:
+            return None
+        return whole_number(value, name, minimum=minimum)
+
+    return check
+
+
+def duration(
+    allow_zero: bool = False, nullable: bool = False
+) -> Callable[[object, str], float | None]:
+    """A check accepting seconds > 0 (>= 0 with ``allow_zero``; ``None`` when ``nullable``)."""
+
+    def check(value: object, name: str) -> float | None:
+        if value is None and nullable:
+            return None
+        return seconds(value, name, allow_zero=allow_zero)
+
+    return check
+
+
+def flag(value: object, name: str) -> bool:
+    """A check accepting ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not valid; expected True or False")
+    return value

@@ -25,7 +25,8 @@ class ConsumerStats:
     first fetch to now, or to the final commit once the run ended; ``throughput``:
     handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
     p99, max) of produce timestamp -> handler finished over the most recent messages;
-    ``worker_restarts``: process-engine workers replaced after they died.
+    ``worker_restarts``: process-engine workers replaced after they died;
+    ``rebalances``: partition ownership changes (assignments, revocations, losses).
     """
 
     processed: int = 0
@@ -43,6 +44,7 @@ class ConsumerStats:
     throughput: float = 0.0
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     worker_restarts: int = 0
+    rebalances: int = 0
 
     @property
     def handled(self) -> int:

@@ -17,8 +17,8 @@ from laneway.types import Message
 
 @pytest.mark.parametrize("engine", ["sync", "thread", "async", "process"])
 def test_hooks_see_every_attempt_and_its_outcome(engine: str, tmp_path: Path) -> None:
-    config = ConsumerConfig.build(
-        engine=engine, concurrency=2 if engine != "sync" else None, retry_backoff=0.001
+    config = ConsumerConfig.from_options(
+        {"engine": engine, "concurrency": 2 if engine != "sync" else None, "retry_backoff": 0.001}
     )
     handler = (
         process_handlers.fail_first_two_attempts_async

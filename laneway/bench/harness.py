@@ -43,7 +43,7 @@ from laneway.bench.workloads import (
     make_sync_work,
 )
 from laneway.consumer import Consumer
-from laneway.options import EventLoop
+from laneway.options import EventLoop, Ordering
 from laneway.types import Message
 
 OK, TIMEOUT, ERROR = "OK", "TIMEOUT", "ERROR"
@@ -158,11 +158,11 @@ class Harness:
             self.target.source(prepared),
             handler,
             engine=LANEWAY_ENGINE[spec.engine],
-            ordering=spec.variant.ordering,
+            ordering=Ordering(spec.variant.ordering),
             concurrency=None if spec.engine == "baseline" else spec.concurrency,
             drain_timeout=DRAIN_TIMEOUT_S,
             handle_signals=False,
-            event_loop=self.event_loop.value if spec.engine == "async" else "auto",
+            event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
         )
         watch = _Watch(
             lambda: consumer.stats().handled, consumer.stop, self._advance(task), self.timeout

@@ -31,13 +31,18 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-ENGINES = ("raw", "baseline", "thread", "async", "process")
-"""Engines in run order: ``raw`` first, since every other row is compared to it."""
+from laneway.options import EngineKind, Ordering, names
 
-LANEWAY_ENGINE = {"baseline": "sync", "thread": "thread", "async": "async", "process": "process"}
-"""The ``Consumer(engine=...)`` value behind each bench engine (``raw`` uses no consumer)."""
+LANEWAY_ENGINE = {
+    "baseline" if kind is EngineKind.SYNC else kind.value: kind for kind in EngineKind
+}
+"""The ``Consumer(engine=...)`` behind each bench engine: ``baseline`` is the sync engine."""
 
-ORDERINGS = ("key", "partition", "unordered")
+ENGINES = ("raw", *LANEWAY_ENGINE)
+"""Engines in run order: ``raw`` (a plain consume loop, no consumer) first, since every
+other row is compared to it."""
+
+ORDERINGS = names(Ordering)
 
 DEFAULT_CONCURRENCY = 128
 """Threads / coroutines for the thread and async engines: above the 100 keys of the I/O

@@ -1,0 +1,229 @@
+"""The control plane: source -> progress -> engine -> progress -> commit, on one thread.
+
+Everything here runs on the consumer's control thread: polling, accepting batches,
+collecting completions, committing, and the rebalance callbacks (which sources invoke
+from inside ``poll``). Engines talk back only through :class:`Completions`. So no state
+in this module is touched by two threads.
+
+The parts, each its own object: the source's :class:`~laneway.offsets.progress.Progress`
+(what may run, what is finished, what to commit), :class:`Backpressure` (how much to
+fetch, when to pause), :class:`StopConditions` (when a run ends), the
+:class:`DeadLetterRouter` (failed messages) and the :class:`Tally` (counters for
+``stats()`` and metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+
+from laneway.config import ConsumerConfig
+from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
+from laneway.control.stopping import StopConditions
+from laneway.control.tally import Tally
+from laneway.dead_letters import DeadLetterRouter
+from laneway.engines.base import Completions, Engine
+from laneway.errors import SourceError
+from laneway.sources.base import Source
+from laneway.stats import ConsumerStats
+from laneway.types import CommitPosition, Message, PartitionId
+
+log = logging.getLogger(__name__)
+
+
+class ControlPlane:
+    """Moves messages from a source through an engine and commits what is finished.
+
+    One turn of :meth:`run`: collect what the engine finished (and the dead-letter path
+    settled), stop if a stop condition is met, commit if ``commit_interval`` passed, then
+    poll as much as backpressure allows. Rebalance callbacks arrive inside the poll.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        engine: Engine,
+        config: ConsumerConfig,
+        stop: threading.Event,
+    ) -> None:
+        self._source = source
+        self._engine = engine
+        self._config = config
+        self._stop = stop
+        self.completions = Completions()
+        self._progress = source.progress(config.metadata_max_bytes)
+        self._router = DeadLetterRouter(source, config)
+        self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
+        self._stopping = StopConditions(stop, None, None)
+        self._tally = Tally(config.metrics)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def run(self, max_messages: int | None, idle_timeout: float | None) -> None:
+        """Consume until stopped, ``max_messages`` handled, or idle for ``idle_timeout`` s."""
+        self._stopping = StopConditions(self._stop, max_messages, idle_timeout)
+        interval = self._config.commit_interval
+        next_commit = time.monotonic() + interval
+        while True:
+            self._collect()
+            now = time.monotonic()
+            if self._stopping.reached(self._tally.handled, self._progress.buffered, now):
+                break
+            if now >= next_commit:
+                # A failure (e.g. REBALANCE_IN_PROGRESS) marks nothing committed, so the
+                # next interval (or the revocation) commits the same offsets.
+                self._commit_or_warn(self._progress.partitions, "timed commit")
+                next_commit = now + interval
+            if self._tally.due(now):
+                self._sample(now)
+            self._poll(now)
+
+    def shut_down(self, abort: threading.Event) -> None:
+        """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
+        owned = list(self._progress.partitions)
+        self._progress.unstarted(self._engine.cancel(owned))
+        deadline = time.monotonic() + self._config.drain_timeout
+        while time.monotonic() < deadline and not abort.is_set():
+            if not self._engine.in_flight and not self._router.pending:
+                break
+            self.completions.wait(0.05)
+            self._collect()
+        self._collect()
+        self._commit_or_warn(self._progress.partitions, "final commit")
+        self._tally.ended = time.monotonic()
+        self._sample(self._tally.ended)
+        self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
+        # The source first: closing a Kafka consumer revokes its partitions, and the
+        # revoke callback still talks to the engine.
+        self._source.close()
+        remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
+        self._engine.close(remaining)
+
+    # -- rebalance listener (called from inside source.poll) ---------------------------
+
+    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        self._progress.assign(positions)
+        self._backpressure.assigned(positions)
+        self._stopping.arrived(time.monotonic())
+        self._tally.rebalanced()
+        log.info("assigned %s", sorted(positions))
+
+    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
+        owned = [pid for pid in partitions if pid in self._progress.partitions]
+        self._collect()
+        self._progress.unstarted(self._engine.cancel(owned))
+        deadline = time.monotonic() + self._config.drain_timeout
+        while self._progress.running(owned) and time.monotonic() < deadline:
+            self.completions.wait(0.05)
+            self._collect()
+        self._commit_or_warn(owned, "commit on revoke")
+        self._give_up(owned)
+        self._tally.rebalanced()
+        log.info("revoked %s", sorted(owned))
+
+    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
+        owned = [pid for pid in partitions if pid in self._progress.partitions]
+        self._progress.unstarted(self._engine.cancel(owned))
+        self._give_up(owned)
+        self._tally.rebalanced()
+        log.warning("lost %s without a chance to commit", sorted(owned))
+
+    # -- internals ------------------------------------------------------------------
+
+    def _poll(self, now: float) -> None:
+        """Fetch as much as backpressure and the stop conditions allow, and dispatch it."""
+        tally, progress = self._tally, self._progress
+        left = self._stopping.left_to_fetch(tally.handled, progress.buffered)
+        if left == 0:
+            # All that is left to handle is fetched: wait for the engine, not inside the
+            # source (whose poll would sit out its timeout after the last message
+            # finished), and poll without waiting only to serve group events.
+            at_least = self._stopping.left_to_handle(tally.handled)
+            if not self.completions.wait(BUSY_POLL_TIMEOUT, at_least):
+                self._accept(self._source.poll(1, 0.0))
+            return
+        turn = self._backpressure.next_turn(progress, now)
+        if turn.wait:
+            self.completions.wait(turn.wait, turn.at_least)
+        if turn.poll:
+            most = turn.poll if left is None else min(turn.poll, left)
+            self._accept(self._source.poll(most, turn.poll_timeout))
+
+    def _accept(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        now = time.monotonic()
+        self._tally.arrived(now)
+        self._backpressure.arrived(now)
+        self._stopping.arrived(now)
+        dispatch = self._progress.accept(messages)
+        if dispatch:
+            self._submit(dispatch)
+
+    def _submit(self, messages: list[Message]) -> None:
+        runnable = self._router.divert_poisoned(messages)
+        if runnable:
+            self._engine.submit(runnable)
+
+    def _collect(self) -> None:
+        finished, failed = self.completions.take()
+        if failed:
+            self._router.route(failed)
+        settled = self._router.poll()
+        if not finished and not settled:
+            return
+        self._tally.finished(finished, settled)
+        if settled:
+            finished.extend(settled)
+        self._backpressure.finished(len(finished))
+        released = self._progress.settle(finished)
+        if released:
+            self._submit(released)
+
+    def _give_up(self, partitions: Collection[PartitionId]) -> None:
+        self._backpressure.forget(partitions)
+        self._progress.give_up(partitions)
+
+    def _commit_or_warn(self, partitions: Collection[PartitionId], what: str) -> None:
+        """Commit, logging instead of raising when the source refuses (the offsets stay
+        uncommitted and are tried again by the next commit)."""
+        try:
+            self._progress.commit(partitions)
+        except SourceError as error:
+            log.warning("%s failed: %s", what, error)
+
+    def _sample(self, now: float) -> None:
+        progress = self._progress
+        self._tally.sample(
+            now,
+            in_flight=self._engine.in_flight,
+            buffered=progress.buffered,
+            paused=self._backpressure.paused_count(progress.partitions),
+            committed=progress.committed(),
+            worker_restarts=self._engine.worker_restarts,
+        )
+
+    def stats(self) -> ConsumerStats:
+        tally = self._tally
+        end = time.monotonic() if tally.ended is None else tally.ended
+        elapsed = 0.0 if tally.started is None else end - tally.started
+        return ConsumerStats(
+            processed=tally.processed,
+            failed=tally.failed,
+            dead_lettered=self._router.dead_lettered,
+            skipped=self._progress.skipped,
+            fenced=self._progress.fenced,
+            in_flight=self._engine.in_flight,
+            buffered=self._progress.buffered,
+            paused=self._backpressure.paused,
+            commits=self._progress.commits,
+            committed=self._progress.committed(),
+            assigned=tuple(sorted(self._progress.partitions)),
+            elapsed=elapsed,
+            throughput=tally.handled / elapsed if elapsed > 0 else 0.0,
+            latency_ms=tally.latency.percentiles(),
+            worker_restarts=self._engine.worker_restarts,
+            rebalances=tally.rebalances,
+        )

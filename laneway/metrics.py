@@ -1,0 +1,186 @@
+"""Every metric laneway reports, defined once, and the small protocol a backend implements.
+
+:class:`Metric` names each metric; :data:`DEFINITIONS` says what it measures, its type,
+unit, labels and (for histograms) buckets. A backend (Prometheus, OpenTelemetry, a test's
+recorder) implements :class:`Metrics`; the consumer reports into it from its control
+thread. :class:`NoMetrics` is the default and costs nothing: the consumer skips the work
+of breaking counts down by label when it is the backend.
+
+Label values are passed as a tuple in the order of the definition's ``labels``. A message
+key is never a label (unbounded cardinality).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class MetricKind(str, enum.Enum):
+    """How a metric's values combine: ``counter`` (only grows), ``gauge`` (a level),
+    ``histogram`` (a distribution of observations, in buckets)."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+class Metric(str, enum.Enum):
+    """The name of every metric laneway reports (the Prometheus name is the value)."""
+
+    MESSAGES_PROCESSED = "laneway_messages_processed_total"
+    MESSAGES_FAILED = "laneway_messages_failed_total"
+    RETRIES = "laneway_retries_total"
+    DEAD_LETTERS = "laneway_dead_letters_total"
+    HANDLER_DURATION = "laneway_handler_duration_seconds"
+    END_TO_END_LATENCY = "laneway_end_to_end_latency_seconds"
+    IN_FLIGHT = "laneway_in_flight"
+    BUFFERED = "laneway_buffered"
+    PAUSED_PARTITIONS = "laneway_paused_partitions"
+    COMMITTED_OFFSET = "laneway_committed_offset"
+    CONSUMER_LAG = "laneway_consumer_lag"
+    OLDEST_UNFINISHED = "laneway_oldest_unfinished_seconds"
+    REBALANCES = "laneway_rebalances_total"
+    WORKER_RESTARTS = "laneway_worker_restarts_total"
+
+
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+"""Seconds, from 100 us (a trivial handler) to 5 minutes (a stalled one), about 2.5x apart."""
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """What one metric measures: its ``kind``, ``unit``, ``labels`` (in the order label
+    values are passed), a one-line ``help`` and, for histograms, ``buckets``."""
+
+    kind: MetricKind
+    unit: str
+    labels: tuple[str, ...]
+    help: str
+    buckets: tuple[float, ...] = ()
+
+
+_TOPIC = ("topic",)
+_PARTITION = ("topic", "partition")
+
+DEFINITIONS: Mapping[Metric, MetricDefinition] = {
+    Metric.MESSAGES_PROCESSED: MetricDefinition(
+        MetricKind.COUNTER, "messages", _TOPIC, "Messages whose handler finished."
+    ),
+    Metric.MESSAGES_FAILED: MetricDefinition(
+        MetricKind.COUNTER,
+        "messages",
+        _TOPIC,
+        "Messages given up on after their last attempt (or skipped by an open key circuit), "
+        "once settled.",
+    ),
+    Metric.RETRIES: MetricDefinition(
+        MetricKind.COUNTER, "attempts", _TOPIC, "Handler attempts after a failed one."
+    ),
+    Metric.DEAD_LETTERS: MetricDefinition(
+        MetricKind.COUNTER,
+        "messages",
+        _TOPIC,
+        "Failed messages written to the dead-letter topic and acknowledged.",
+    ),
+    Metric.HANDLER_DURATION: MetricDefinition(
+        MetricKind.HISTOGRAM,
+        "seconds",
+        _TOPIC,
+        "Time one handler attempt took.",
+        LATENCY_BUCKETS,
+    ),
+    Metric.END_TO_END_LATENCY: MetricDefinition(
+        MetricKind.HISTOGRAM,
+        "seconds",
+        _TOPIC,
+        "From the message's timestamp to its handler finishing.",
+        LATENCY_BUCKETS,
+    ),
+    Metric.IN_FLIGHT: MetricDefinition(
+        MetricKind.GAUGE, "messages", (), "Handlers running now (sent to a worker, for process)."
+    ),
+    Metric.BUFFERED: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        (),
+        "Fetched messages not finished yet (bounded by max_buffered).",
+    ),
+    Metric.PAUSED_PARTITIONS: MetricDefinition(
+        MetricKind.GAUGE, "partitions", (), "Owned partitions paused for backpressure."
+    ),
+    Metric.COMMITTED_OFFSET: MetricDefinition(
+        MetricKind.GAUGE, "offset", _PARTITION, "The last committed offset (next to read)."
+    ),
+    Metric.CONSUMER_LAG: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        _PARTITION,
+        "The log's end offset minus the committed offset.",
+    ),
+    Metric.OLDEST_UNFINISHED: MetricDefinition(
+        MetricKind.GAUGE,
+        "seconds",
+        _PARTITION,
+        "How long the partition's oldest running message has been in its handler (0: none).",
+    ),
+    Metric.REBALANCES: MetricDefinition(
+        MetricKind.COUNTER,
+        "events",
+        (),
+        "Partition ownership changes: assignments, revocations and losses.",
+    ),
+    Metric.WORKER_RESTARTS: MetricDefinition(
+        MetricKind.COUNTER, "workers", (), "Process-engine workers replaced after they died."
+    ),
+}
+
+
+class Metrics(Protocol):
+    """A metrics backend. Called from the consumer's control thread only, with label
+    values in the order of the metric's definition; must not block."""
+
+    def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        """Add ``value`` to a counter."""
+
+    def gauge(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        """Set a gauge."""
+
+    def observe(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        """Record one observation in a histogram."""
+
+
+class NoMetrics:
+    """The default backend: reports nothing."""
+
+    def __repr__(self) -> str:
+        return "NoMetrics()"
+
+    def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        pass
+
+    def gauge(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        pass
+
+    def observe(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+        pass
+
+
+NO_METRICS = NoMetrics()
+"""The shared no-op backend."""
+
+
+def table() -> str:
+    """Every metric as a Markdown table (name, type, unit, labels, help), for the docs."""
+    rows = ["| name | type | unit | labels | help |", "| --- | --- | --- | --- | --- |"]
+    for metric, spec in DEFINITIONS.items():
+        labels = ", ".join(spec.labels) or "-"
+        rows.append(
+            f"| `{metric.value}` | {spec.kind.value} | {spec.unit} | {labels} | {spec.help} |"
+        )
+    return "\n".join(rows)
