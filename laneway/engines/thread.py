@@ -124,8 +124,9 @@ class ThreadEngine:
             for run in self._runs.values():
                 run.clear()
             self._cond.notify_all()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
 
     def _threads_to_wake(self) -> int:

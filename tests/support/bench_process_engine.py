@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python tests/bench_process_engine.py [--repeat 3] [--workers 2] [--profile]
+    .venv/bin/python tests/support/bench_process_engine.py [--repeat 3] [--workers 2] [--profile]
 
 Scenarios: 200,000 no-op messages and 20,000 messages of 500 x sha256, 8 partitions x
 100 keys, submitted in chunks of 1,000 (as a consumer's poll would), timed from the

@@ -1,6 +1,6 @@
 """A consumer program the chaos tests start, kill, stop and restart as a subprocess.
 
-Run as ``python tests/chaos_child.py '<json settings>'`` with ``LANEWAY_TEST_RECORD_DIR``
+Run as ``python tests/support/chaos_child.py '<json settings>'`` with ``LANEWAY_TEST_RECORD_DIR``
 set. Handlers are :mod:`recording`'s, so every handled message is appended to
 ``<dir>/<pid>.log`` by the process that ran it (the consumer itself, or a process-engine
 worker). The source is wrapped so that this life's view of the group is appended to

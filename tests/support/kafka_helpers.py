@@ -32,7 +32,7 @@ KeyOrValue = bytes | str | None
 Headers = list[tuple[str, bytes]]
 Record = tuple[KeyOrValue, KeyOrValue] | tuple[KeyOrValue, KeyOrValue, Headers]
 
-KAFKA_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
+KAFKA_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kafka"
 REQUEST_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.1
 
