@@ -1,4 +1,9 @@
-"""KafkaSource against a real broker, plus argument validation (which needs no broker)."""
+"""KafkaSource against a real broker, plus argument validation (which needs no broker).
+
+What every source promises (fields and order, pause, unread, commits seeding the next
+owner, revocation commits, its producer) is tested for Kafka and the embedded log alike
+in ``test_source_contract.py``; this file holds what only Kafka has (group protocols,
+the metadata size limit, fencing, librdkafka settings)."""
 
 from __future__ import annotations
 
@@ -90,46 +95,6 @@ def collect(source: KafkaSource, count: int) -> list[Message]:
     return got[source.name]
 
 
-@pytest.mark.kafka
-def test_poll_returns_every_message_with_its_fields_in_partition_order(
-    kafka_bootstrap: str,
-) -> None:
-    topic = unique_name("src-fields")
-    create_topic(kafka_bootstrap, topic, partitions=3)
-    records: list[tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]] = []
-    for i in range(90):
-        key = None if i % 10 == 0 else f"key-{i % 7}".encode()
-        headers = [("trace", f"t{i}".encode()), ("empty", None)] if i % 3 == 0 else []
-        records.append((key, f"value-{i}".encode(), headers))
-    before_ms = int(time.time() * 1000)
-    placed = produce(kafka_bootstrap, topic, records)
-    after_ms = int(time.time() * 1000)
-    expected = dict(zip(placed, records, strict=True))
-
-    # enable.partition.eof makes librdkafka emit EOF events; poll must skip them.
-    source, recorder = open_source(
-        kafka_bootstrap, unique_name("g"), topic, **{"enable.partition.eof": True}
-    )
-    try:
-        got = collect(source, len(records))
-        assert len(got) == len(records)
-        assert {(m.partition, m.offset) for m in got} == set(expected)
-        assert recorder.assigned == [{(topic, p): None for p in range(3)}]
-        for m in got:
-            key, value, headers = expected[(m.partition, m.offset)]
-            assert isinstance(m, Message)
-            assert (m.topic, m.key, m.value) == (topic, key, value)
-            assert m.headers == tuple(headers)
-            assert isinstance(m.headers, tuple)
-            assert before_ms - 1000 <= m.timestamp <= after_ms + 1000
-        for partition in range(3):
-            offsets = [m.offset for m in got if m.partition == partition]
-            assert offsets == sorted(offsets) and len(offsets) == len(set(offsets))
-        assert poll_for(source, 0.5) == []
-    finally:
-        source.close()
-
-
 # Each way of joining a group: incremental assign (default), eager assign, broker-side (KIP-848).
 GROUP_PROTOCOLS = [
     pytest.param({}, id="cooperative-sticky"),
@@ -179,57 +144,6 @@ def test_committed_positions_are_durable_and_seed_the_next_owner(
 
 
 @pytest.mark.kafka
-def test_pause_stops_one_partition_while_polling_continues(kafka_bootstrap: str) -> None:
-    topic = unique_name("src-pause")
-    create_topic(kafka_bootstrap, topic, partitions=2)
-    source, recorder = open_source(kafka_bootstrap, unique_name("g"), topic)
-    try:
-        poll_until([source], lambda: bool(recorder.assigned))
-        paused = (topic, 0)
-        source.pause([paused, ("some-other-topic", 0)])  # not owned: ignored
-        source.pause([paused])  # idempotent
-        placed = produce(kafka_bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(40)])
-        per_partition = {p: sum(1 for q, _ in placed if q == p) for p in (0, 1)}
-        assert per_partition[0] > 0 and per_partition[1] > 0
-
-        got = collect(source, per_partition[1])
-        got += poll_for(source, 1.5)
-        assert [m for m in got if m.partition == 0] == []
-        assert len(got) == per_partition[1]
-
-        source.resume([paused])
-        source.resume([paused, ("some-other-topic", 0)])  # idempotent, foreign ignored
-        resumed = collect(source, per_partition[0])
-        assert {m.partition for m in resumed} == {0}
-        assert [m.offset for m in resumed] == list(range(per_partition[0]))
-    finally:
-        source.close()
-
-
-@pytest.mark.kafka
-def test_unread_counts_fetched_messages_poll_has_not_returned(kafka_bootstrap: str) -> None:
-    topic = unique_name("src-unread")
-    create_topic(kafka_bootstrap, topic, partitions=2)
-    placed = produce(kafka_bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(60)])
-    total = {p: sum(1 for q, _ in placed if q == p) for p in (0, 1)}
-    source, recorder = open_source(kafka_bootstrap, unique_name("g"), topic)
-    try:
-        poll_until([source], lambda: bool(recorder.assigned))
-        got = collect(source, 1)  # at least one message: the partitions have been fetched
-        returned = {p: sum(1 for m in got if m.partition == p) for p in (0, 1)}
-        expected = {(topic, p): total[p] - returned[p] for p in (0, 1)}
-        deadline = time.monotonic() + WAIT_S
-        while source.unread(expected) != expected and time.monotonic() < deadline:
-            time.sleep(0.05)  # both partitions' high watermarks arrive with their fetches
-        assert source.unread([*expected, ("other-topic", 0)]) == expected
-        got += poll_for(source, 1.0)
-        assert len(got) == 60
-        assert source.unread(expected) == {pid: 0 for pid in expected}
-    finally:
-        source.close()
-
-
-@pytest.mark.kafka
 def test_a_partition_that_comes_back_after_a_rebalance_starts_unpaused(
     kafka_bootstrap: str,
 ) -> None:
@@ -261,51 +175,6 @@ def test_a_partition_that_comes_back_after_a_rebalance_starts_unpaused(
         # The returning partition starts unpaused; the one never given up stays paused.
         assert {m.partition for m in back[first.name]} == {moved[1]}
         assert [m.offset for m in back[first.name]] == list(range(per_partition[moved[1]]))
-    finally:
-        first.close()
-        if second is not None:
-            second.close()
-
-
-@pytest.mark.kafka
-def test_second_member_splits_partitions_and_revoke_commits_are_durable(
-    kafka_bootstrap: str,
-) -> None:
-    topic, group = unique_name("src-rebalance"), unique_name("g")
-    create_topic(kafka_bootstrap, topic, partitions=4)
-    placed = produce(kafka_bootstrap, topic, [(f"k{i}".encode(), b"v") for i in range(80)])
-
-    first, first_rec = open_source(kafka_bootstrap, group, topic)
-    second: KafkaSource | None = None
-    committed_in_revoke: dict[PartitionId, CommitPosition] = {}
-
-    def commit_revoked(partitions: Sequence[PartitionId]) -> None:
-        positions = {p: CommitPosition(3, f"revoked-by-first:{p[1]}") for p in partitions}
-        first.commit(positions)
-        committed_in_revoke.update(positions)
-
-    first_rec.on_revoke_action = commit_revoked
-    try:
-        collect(first, len(placed))
-        assert first.assignment == {(topic, p) for p in range(4)}
-
-        second, second_rec = open_source(kafka_bootstrap, group, topic)
-        everyone = (first, second)
-        overlaps: list[frozenset[PartitionId]] = []
-
-        def split() -> bool:
-            assert second is not None
-            overlaps.append(first.assignment & second.assignment)
-            return bool(second.assignment) and len(first.assignment | second.assignment) == 4
-
-        poll_until(everyone, split)
-        assert all(not overlap for overlap in overlaps), "a partition was owned twice"
-        assert first_rec.revoked, "on_revoked did not fire on the first member"
-        moved = {p for batch in first_rec.revoked for p in batch}
-        assert moved == set(second.assignment) == set(committed_in_revoke)
-        assert second_rec.assigned[-1] == committed_in_revoke
-        durable = committed_offsets(kafka_bootstrap, group, topic)
-        assert {(topic, p): CommitPosition(*durable[p]) for p in durable} == committed_in_revoke
     finally:
         first.close()
         if second is not None:

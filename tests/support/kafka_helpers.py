@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 KeyOrValue = bytes | str | None
-Headers = list[tuple[str, bytes]]
+Headers = list[tuple[str, bytes | None]]
 Record = tuple[KeyOrValue, KeyOrValue] | tuple[KeyOrValue, KeyOrValue, Headers]
 
 KAFKA_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kafka"

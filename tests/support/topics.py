@@ -12,7 +12,8 @@ import laneway
 from laneway.sources.base import Source
 from laneway.types import CommitPosition, PartitionId
 
-Record = tuple[bytes | None, bytes]
+Record = tuple[bytes | None, bytes] | tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]
+"""``(key, value)`` or ``(key, value, headers)``."""
 
 SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 """Parametrize a test over both sources (use with the ``make_topic`` fixture)."""
@@ -21,7 +22,9 @@ SOURCES = ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 class LogTopic(Protocol):
     name: str
 
-    def produce(self, records: Sequence[Record]) -> None: ...
+    def produce(self, records: Sequence[Record]) -> list[tuple[int, int]]:
+        """Write records; return each one's ``(partition, offset)``."""
+        ...
 
     def source(self, group: str) -> Source: ...
 
@@ -42,9 +45,11 @@ class EmbeddedTopic:
         self.name = "orders"
         self.log.create_topic(self.name, partitions=partitions)
 
-    def produce(self, records: Sequence[Record]) -> None:
-        for key, value in records:
-            self.log.produce(self.name, value=value, key=key)
+    def produce(self, records: Sequence[Record]) -> list[tuple[int, int]]:
+        return [
+            self.log.produce(self.name, value=r[1], key=r[0], headers=r[2] if len(r) > 2 else None)
+            for r in records
+        ]
 
     def source(self, group: str) -> Source:
         return self.log.subscribe([self.name], group=group)
@@ -75,8 +80,8 @@ class KafkaTopic:
         self.name = kafka_helpers.unique_name("orders")
         kafka_helpers.create_topic(bootstrap, self.name, partitions)
 
-    def produce(self, records: Sequence[Record]) -> None:
-        kafka_helpers.produce(self.bootstrap, self.name, records)
+    def produce(self, records: Sequence[Record]) -> list[tuple[int, int]]:
+        return kafka_helpers.produce(self.bootstrap, self.name, records)
 
     def source(self, group: str) -> Source:
         return laneway.KafkaSource(

@@ -1,0 +1,36 @@
+"""Every source against the Source protocol's promises (see ``support/source_contract.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from source_contract import OffsetSourceContract
+from topics import EmbeddedTopic, KafkaTopic, LogTopic
+
+import laneway
+from laneway.sources.base import Source
+
+FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+"""session.timeout.ms must be >= the broker's group.min.session.timeout.ms (6000 by
+default); a short heartbeat makes members notice a rebalance quickly."""
+
+
+class TestEmbeddedSource(OffsetSourceContract):
+    @pytest.fixture
+    def new_topic(self) -> Callable[[int], LogTopic]:
+        return EmbeddedTopic
+
+
+@pytest.mark.kafka
+class TestKafkaSource(OffsetSourceContract):
+    @pytest.fixture
+    def new_topic(self, kafka_bootstrap: str) -> Callable[[int], LogTopic]:
+        return lambda partitions: KafkaTopic(kafka_bootstrap, partitions)
+
+    def source(self, topic: LogTopic, group: str) -> Source:
+        # enable.partition.eof makes librdkafka emit EOF events: every test checks that
+        # polls skip them.
+        assert isinstance(topic, KafkaTopic)
+        settings = {**FAST_GROUP, "enable.partition.eof": True}
+        return laneway.KafkaSource(topic.bootstrap, group, [topic.name], settings)
