@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from laneway.engines.event_loops import uvloop_installed
 from laneway.errors import ConfigError
 from laneway.metrics import NO_METRICS, Metrics
 from laneway.options import (
@@ -36,6 +35,7 @@ from laneway.options import (
     names,
     number,
     option,
+    uvloop_installed,
     whole_number,
 )
 from laneway.retry import RetryPolicy

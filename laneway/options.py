@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,6 +113,11 @@ def seconds(value: object, option: str, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise ConfigError(f"{option}={value!r} is not valid; expected seconds {bound}")
     return float(value)
+
+
+def uvloop_installed() -> bool:
+    """True when the optional ``uvloop`` package can be imported (``event_loop``'s check)."""
+    return importlib.util.find_spec("uvloop") is not None
 
 
 def names(enum_type: type[enum.Enum]) -> tuple[str, ...]:

@@ -13,8 +13,7 @@ from pathlib import Path
 import click
 
 from laneway.bench.scenarios import ENGINES, ORDERINGS, SCENARIOS, Overrides
-from laneway.engines.event_loops import uvloop_installed
-from laneway.options import EventLoop
+from laneway.options import EventLoop, uvloop_installed
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
 

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.util
 
-from laneway.options import EventLoop
-
-
-def uvloop_installed() -> bool:
-    """True when the optional ``uvloop`` package can be imported."""
-    return importlib.util.find_spec("uvloop") is not None
+from laneway.options import EventLoop, uvloop_installed
 
 
 def resolve(choice: EventLoop) -> EventLoop:
