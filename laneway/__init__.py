@@ -61,6 +61,12 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    """The public names, so ``dir(laneway)`` and REPL completion show them (they are
+    imported on first use, so they are not in the module's namespace until then)."""
+    return sorted(__all__)
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

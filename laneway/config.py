@@ -189,6 +189,16 @@ class ConsumerConfig:
             "bool",
         ),
     )
+    stall_timeout: float = option(
+        60.0,
+        OptionSpec(
+            "seconds a message may be in its handler before it counts as stalled: logged "
+            "as a WARNING naming it and shown in stats()",
+            duration(),
+            "seconds",
+            "above the slowest legitimate handler call, retries included",
+        ),
+    )
     max_retries: int = option(
         3,
         OptionSpec(
@@ -337,6 +347,7 @@ class ConsumerOptions(TypedDict, total=False):
     drain_timeout: float
     metadata_max_bytes: int
     handle_signals: bool
+    stall_timeout: float
     max_retries: int
     retry_backoff: float
     retry_backoff_max: float

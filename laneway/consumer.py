@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from laneway.config import ConsumerConfig, ConsumerOptions
 from laneway.control.plane import ControlPlane
-from laneway.engines.factory import build_engine, check_handler
+from laneway.engines.factory import build_engine
+from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.options import EventLoop, seconds, whole_number
 from laneway.sources.base import Source

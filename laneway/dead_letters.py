@@ -11,7 +11,7 @@ from laneway.producing.producer import OutgoingRecord
 from laneway.retry import RetryQueue
 from laneway.scheduling.circuit import KeyCircuitBreaker
 from laneway.sources.base import Source
-from laneway.types import Failure, Header, Message
+from laneway.types import Failure, Header, Message, PartitionId
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,8 @@ HEADER_PREFIX = "laneway."
 """Dead-letter headers (after the original ones): ``laneway.error.type``,
 ``laneway.error.message``, ``laneway.attempts``, ``laneway.original.topic``,
 ``laneway.original.partition``, ``laneway.original.offset``, ``laneway.original.timestamp``
-(values are UTF-8 text)."""
+and, when there is one, ``laneway.error.traceback`` (its last 4,000 characters). Values
+are UTF-8 text."""
 
 
 def dead_letter_headers(failure: Failure) -> list[Header]:
@@ -33,6 +34,8 @@ def dead_letter_headers(failure: Failure) -> list[Header]:
         "original.offset": str(m.offset),
         "original.timestamp": str(m.timestamp),
     }
+    if failure.traceback:
+        fields["error.traceback"] = failure.traceback
     added = [(HEADER_PREFIX + name, value.encode()) for name, value in fields.items()]
     return [*m.headers, *added]
 
@@ -79,12 +82,26 @@ class DeadLetterRouter:
         """Failed dead-letter writes so far (each was or will be written again)."""
         return self._writes.write_errors
 
-    def route(self, failures: list[Failure]) -> None:
-        """Take final failures reported by the engine."""
+    def route(self, failures: list[Failure]) -> set[PartitionId]:
+        """Take final failures reported by the engine; return the partitions of keys whose
+        circuit these failures opened (their queued messages are to be diverted too)."""
+        opened: set[PartitionId] = set()
         for failure in failures:
-            if self._breaker is not None and failure.attempts > 0:
-                self._breaker.record_failure(failure.message)
+            m = failure.message
+            breaker = self._breaker
+            if breaker is not None and failure.attempts > 0 and breaker.record_failure(m):
+                opened.add((m.topic, m.partition))
+                log.warning(
+                    "key %r of %s[%d] failed %d times: its circuit is open for %g s, its "
+                    "messages go to dead letters without running",
+                    m.key,
+                    m.topic,
+                    m.partition,
+                    self._config.poison_threshold,
+                    self._config.poison_cooldown,
+                )
             self._deliver(failure)
+        return opened
 
     def divert_poisoned(self, messages: list[Message]) -> list[Message]:
         """Route messages of keys whose circuit is open; return the ones to run."""
@@ -138,6 +155,7 @@ class DeadLetterRouter:
             log.warning("on_failure raised %r; retrying in %.2fs", error, delay)
             return
         self._unsettled_callbacks -= 1
+        _log_failure(failure, "handed to on_failure")
         self._settled.append(failure.message)
 
     def _topic_for(self, failure: Failure) -> str:
@@ -149,12 +167,15 @@ class DeadLetterRouter:
 def _log_failure(failure: Failure, outcome: str) -> None:
     m = failure.message
     log.error(
-        "handler failed on %s[%d]@%d after %d attempt(s): %s: %s; %s",
+        "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s",
         m.topic,
         m.partition,
         m.offset,
+        m.key,
         failure.attempts,
         failure.error_type,
         failure.error_message,
         outcome,
+        f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
+        extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
     )

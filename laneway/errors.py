@@ -19,8 +19,9 @@ class UnknownTopicError(LanewayError, KeyError):
     """A topic that does not exist in the embedded log."""
 
 
-class HandlerImportError(LanewayError):
-    """The process engine's workers cannot import the handler by name."""
+class HandlerImportError(ConfigError):
+    """The process engine's workers cannot import the handler by name (a lambda, a nested
+    function, a function of an interactive session), found at construction or start."""
 
 
 class SourceError(LanewayError):

@@ -14,10 +14,12 @@ import asyncio
 import heapq
 import inspect
 import itertools
+import logging
 import random
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -26,11 +28,17 @@ from laneway.types import Message
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 MAX_ERROR_TEXT = 4_000
 """Error texts are cut to this many characters (they travel in headers and pipes)."""
 
-ErrorInfo = tuple[str, str, int]
-"""How a message failed for good: ``(error type name, error text, attempts)``."""
+MAX_TRACEBACK_TEXT = 4_000
+"""Tracebacks are cut to their last this many characters (the innermost frames and the
+error are at the end)."""
+
+ErrorInfo = tuple[str, str, int, str]
+"""How a message failed for good: ``(error type name, error text, attempts, traceback)``."""
 
 
 class Interrupted(Exception):
@@ -119,6 +127,20 @@ def describe(error: BaseException) -> tuple[str, str]:
     return type(error).__name__, text[:MAX_ERROR_TEXT]
 
 
+def formatted_traceback(error: BaseException) -> str:
+    """``error``'s traceback as text, cut to its last ``MAX_TRACEBACK_TEXT`` characters."""
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:
+        text = f"<traceback of {type(error).__name__} could not be formatted>"
+    return text[-MAX_TRACEBACK_TEXT:]
+
+
+def failed_for_good(error: BaseException, attempts: int) -> ErrorInfo:
+    """The :data:`ErrorInfo` of a message whose last attempt raised ``error``."""
+    return (*describe(error), attempts, formatted_traceback(error))
+
+
 def refuse_awaitable(result: object) -> None:
     """Raise ``TypeError`` when a sync handler returned an awaitable (say, it called an
     ``async def`` function and forgot the ``await``): nothing would ever await it, so its
@@ -170,7 +192,9 @@ def retry(
     """
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
-        if not wait(policy.delay(attempts)):
+        delay = policy.delay(attempts)
+        _log_retry(message, attempts, error, delay)
+        if not wait(delay):
             raise Interrupted
         attempts += 1
         try:
@@ -181,7 +205,7 @@ def retry(
             error = next_error
         else:
             return None
-    return (*describe(error), attempts)
+    return failed_for_good(error, attempts)
 
 
 async def call_async(
@@ -206,7 +230,9 @@ async def retry_async(
     """The coroutine twin of :func:`retry`."""
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
-        await sleep_at_least(policy.delay(attempts))
+        delay = policy.delay(attempts)
+        _log_retry(message, attempts, error, delay)
+        await sleep_at_least(delay)
         attempts += 1
         try:
             await _attempt(handler, message, policy.timeout)
@@ -216,7 +242,7 @@ async def retry_async(
             error = next_error
         else:
             return None
-    return (*describe(error), attempts)
+    return failed_for_good(error, attempts)
 
 
 async def sleep_at_least(seconds: float) -> None:
@@ -233,10 +259,41 @@ async def sleep_at_least(seconds: float) -> None:
 async def _attempt(
     handler: Callable[[Message], Awaitable[object]], message: Message, timeout: float | None
 ) -> None:
+    """One attempt; past ``timeout`` it is cancelled and fails with a TimeoutError saying so
+    (a TimeoutError the handler raises itself passes through as it is)."""
     if timeout is None:
         await handler(message)
-    elif sys.version_info >= (3, 11):
-        async with asyncio.timeout(timeout):
-            await handler(message)
+        return
+    if sys.version_info >= (3, 11):
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await handler(message)
+        except TimeoutError:
+            if scope.expired():
+                raise TimeoutError(timed_out(timeout)) from None
+            raise
     else:
-        await asyncio.wait_for(handler(message), timeout)
+        try:
+            await asyncio.wait_for(handler(message), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(timed_out(timeout)) from None
+
+
+def timed_out(timeout: float) -> str:
+    """The text of a TimeoutError for an attempt that ran past ``handler_timeout``."""
+    return f"the handler did not finish within {timeout:g} s"
+
+
+def _log_retry(message: Message, attempt: int, error: BaseException, delay: float) -> None:
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "attempt %d on %s[%d]@%d failed: %s: %s; retrying in %.3f s",
+            attempt,
+            message.topic,
+            message.partition,
+            message.offset,
+            *describe(error),
+            delay,
+            exc_info=error,
+        )

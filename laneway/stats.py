@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Stall
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,16 @@ class ConsumerStats:
     ``in_flight``: handlers running now;
     ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
     ``committed``: last committed offset per partition; ``elapsed``: seconds from the
-    first fetch to now, or to the final commit once the run ended; ``throughput``:
+    first fetch to now, or to the last message settled once the run ended (an
+    ``idle_timeout`` wait at the end is not counted); ``throughput``:
     handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
     p99, max) of produce timestamp -> handler finished over the most recent messages;
     ``worker_restarts``: process-engine workers replaced after they died;
-    ``rebalances``: partition ownership changes (assignments, revocations, losses).
+    ``rebalances``: partition ownership changes (assignments, revocations, losses);
+    ``oldest_in_flight``: seconds the longest-running message has been in its handler
+    (0: none running); ``stalled``: the messages running longer than ``stall_timeout``
+    (each a :class:`~laneway.types.Stall`). Both as of the stall watch's latest
+    look, at most about a second old.
     """
 
     processed: int = 0
@@ -45,6 +50,8 @@ class ConsumerStats:
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     worker_restarts: int = 0
     rebalances: int = 0
+    oldest_in_flight: float = 0.0
+    stalled: tuple[Stall, ...] = ()
 
     @property
     def handled(self) -> int:

@@ -65,10 +65,25 @@ class Failure:
     its key's circuit was open): what the dead-letter path and ``on_failure`` receive.
 
     ``error_type`` and ``error_message`` describe the last exception; ``attempts`` is how
-    many times the handler ran (0: not at all).
+    many times the handler ran (0: not at all); ``traceback`` is the last exception's
+    formatted traceback, cut to its last 4,000 characters ("" when there is none, e.g. a
+    worker process died).
     """
 
     message: Message
     error_type: str
     error_message: str
     attempts: int
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A message in its handler for longer than ``stall_timeout``: its position, its key
+    and for how many ``seconds`` (as of the last look)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    seconds: float

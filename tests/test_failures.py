@@ -270,6 +270,7 @@ def test_a_hanging_async_handler_times_out_and_is_dead_lettered(
     assert stats.processed == 2 and stats.failed == 1
     [(_, _, headers)] = topic.read(f"{topic.name}.dlq", 1)
     assert dict(headers)["laneway.error.type"] == b"TimeoutError"
+    assert dict(headers)["laneway.error.message"] == b"the handler did not finish within 0.2 s"
     assert dict(headers)["laneway.attempts"] == b"2"
 
 

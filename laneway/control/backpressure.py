@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
@@ -86,9 +85,9 @@ class Backpressure:
         """Messages were fetched at ``now`` (the first call starts the drain-rate clock)."""
         self._fair.drain.started(now)
 
-    def finished(self, count: int) -> None:
-        """``count`` more messages finished (feeds the drain rate)."""
-        self._fair.drain.finished(count, time.monotonic())
+    def finished(self, count: int, now: float) -> None:
+        """``count`` more messages finished by ``now`` (feeds the drain rate)."""
+        self._fair.drain.finished(count, now)
 
     def assigned(self, partitions: Iterable[PartitionId]) -> None:
         """New partitions are owned: while everything is paused, so are they."""

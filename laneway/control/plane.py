@@ -18,9 +18,11 @@ import logging
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
 
 from laneway.config import ConsumerConfig
 from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
+from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions
 from laneway.control.tally import Tally
 from laneway.dead_letters import DeadLetterRouter
@@ -31,6 +33,8 @@ from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId
 
 log = logging.getLogger(__name__)
+
+_position = attrgetter("topic", "partition", "offset")
 
 
 class ControlPlane:
@@ -58,12 +62,14 @@ class ControlPlane:
         self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
+        self._stalls = StallWatch(engine, config.stall_timeout)
 
     # -- the loop ---------------------------------------------------------------------
 
     def run(self, max_messages: int | None, idle_timeout: float | None) -> None:
         """Consume until stopped, ``max_messages`` handled, or idle for ``idle_timeout`` s."""
         self._stopping = StopConditions(self._stop, max_messages, idle_timeout)
+        self._stalls.start()
         interval = self._config.commit_interval
         next_commit = time.monotonic() + interval
         while True:
@@ -92,14 +98,16 @@ class ControlPlane:
             self._collect()
         self._collect()
         self._commit_or_warn(self._progress.partitions, "final commit")
-        self._tally.ended = time.monotonic()
-        self._sample(self._tally.ended)
+        now = time.monotonic()
+        self._tally.end(now)
+        self._sample(now)
         self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
         # revoke callback still talks to the engine.
         self._source.close()
         remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
         self._engine.close(remaining)
+        self._stalls.stop()
 
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
@@ -170,17 +178,29 @@ class ControlPlane:
     def _collect(self) -> None:
         finished, failed = self.completions.take()
         if failed:
-            self._router.route(failed)
+            opened = self._router.route(failed)
+            if opened:
+                self._divert_queued(opened)
         settled = self._router.poll()
         if not finished and not settled:
             return
-        self._tally.finished(finished, settled)
+        now = time.monotonic()
+        self._tally.finished(finished, settled, now)
         if settled:
             finished.extend(settled)
-        self._backpressure.finished(len(finished))
+        self._backpressure.finished(len(finished), now)
         released = self._progress.settle(finished)
         if released:
             self._submit(released)
+
+    def _divert_queued(self, partitions: Collection[PartitionId]) -> None:
+        """A key's circuit just opened: take back what the engine has queued of its
+        partitions, and submit it again, so that the key's messages go to dead letters
+        instead of waiting in its lane for the handler (order per lane is kept)."""
+        returned = self._engine.cancel(partitions)
+        if returned:
+            returned.sort(key=_position)
+            self._submit(returned)
 
     def _give_up(self, partitions: Collection[PartitionId]) -> None:
         self._backpressure.forget(partitions)
@@ -203,12 +223,12 @@ class ControlPlane:
             paused=self._backpressure.paused_count(progress.partitions),
             committed=progress.committed(),
             worker_restarts=self._engine.worker_restarts,
+            oldest=self._stalls.report.oldest_by_partition,
         )
 
     def stats(self) -> ConsumerStats:
         tally = self._tally
-        end = time.monotonic() if tally.ended is None else tally.ended
-        elapsed = 0.0 if tally.started is None else end - tally.started
+        elapsed = tally.elapsed(time.monotonic())
         return ConsumerStats(
             processed=tally.processed,
             failed=tally.failed,
@@ -226,4 +246,6 @@ class ControlPlane:
             latency_ms=tally.latency.percentiles(),
             worker_restarts=self._engine.worker_restarts,
             rebalances=tally.rebalances,
+            oldest_in_flight=self._stalls.report.oldest,
+            stalled=self._stalls.report.stalls,
         )

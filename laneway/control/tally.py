@@ -34,6 +34,7 @@ class Tally:
         self.latency = LatencyWindow()
         self.started: float | None = None
         self.ended: float | None = None
+        self._last_finished: float | None = None
         self._sampled_at: float | None = None
         self._restarts = 0
 
@@ -47,9 +48,10 @@ class Tally:
         if self.started is None:
             self.started = now
 
-    def finished(self, processed: list[Message], failed: list[Message]) -> None:
-        """Messages settled: ``processed`` by their handler, ``failed`` after their last
-        attempt (dead-lettered or given to ``on_failure``)."""
+    def finished(self, processed: list[Message], failed: list[Message], now: float) -> None:
+        """Messages settled by ``now``: ``processed`` by their handler, ``failed`` after
+        their last attempt (dead-lettered or given to ``on_failure``)."""
+        self._last_finished = now
         self.processed += len(processed)
         self.failed += len(failed)
         self.latency.record(processed)
@@ -58,6 +60,17 @@ class Tally:
         if self._detailed:
             self._count(Metric.MESSAGES_PROCESSED, processed)
             self._count(Metric.MESSAGES_FAILED, failed)
+
+    def end(self, now: float) -> None:
+        """The run is over: its clock stops at the last message settled (an idle wait
+        before the end is not part of the run), or at ``now`` if none was."""
+        self.ended = now if self._last_finished is None else self._last_finished
+
+    def elapsed(self, now: float) -> float:
+        """Seconds from the first fetch to ``now``, or to the end once the run ended."""
+        if self.started is None:
+            return 0.0
+        return max(0.0, (now if self.ended is None else self.ended) - self.started)
 
     def rebalanced(self) -> None:
         """Partitions were assigned, revoked or lost."""
@@ -78,15 +91,20 @@ class Tally:
         paused: int,
         committed: Mapping[PartitionId, int],
         worker_restarts: int,
+        oldest: Mapping[PartitionId, float],
     ) -> None:
-        """Report the gauges (and worker restarts since the last sample)."""
+        """Report the gauges (and worker restarts since the last sample); ``oldest`` is the
+        age of each partition's oldest running message (partitions of ``committed``
+        without one report 0)."""
         self._sampled_at = now
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
         metrics.gauge(Metric.PAUSED_PARTITIONS, paused)
-        for (topic, partition), offset in committed.items():
-            metrics.gauge(Metric.COMMITTED_OFFSET, offset, (topic, str(partition)))
+        for pid, offset in committed.items():
+            labels = (pid[0], str(pid[1]))
+            metrics.gauge(Metric.COMMITTED_OFFSET, offset, labels)
+            metrics.gauge(Metric.OLDEST_UNFINISHED, oldest.get(pid, 0.0), labels)
         if worker_restarts > self._restarts:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts

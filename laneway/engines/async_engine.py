@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, InFlight
 from laneway.engines.invoker import Invoker
 from laneway.options import Ordering
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
@@ -57,6 +57,7 @@ class AsyncEngine:
         self._workers: list[asyncio.Task[None]] = []
         self._idle: deque[asyncio.Future[None]] = deque()
         self._runs: dict[int, deque[Message]] = {}
+        self._slots = [InFlight() for _ in range(concurrency)]
         self._executing = 0
         self._closing = False
         self._completions = Completions()
@@ -109,6 +110,9 @@ class AsyncEngine:
     @property
     def in_flight(self) -> int:
         return self._executing
+
+    def running(self) -> list[tuple[Message, float]]:
+        return [item for slot in self._slots if (item := slot.snapshot()) is not None]
 
     def close(self, timeout: float) -> None:
         loop = self._loop
@@ -190,7 +194,7 @@ class AsyncEngine:
             self._runs[index] = run
             self._executing += 1
             try:
-                await self._invoker.run_async(run, completions)
+                await self._invoker.run_async(run, completions, self._slots[index])
             finally:
                 self._executing -= 1
                 if not self._executing:

@@ -74,6 +74,23 @@ class Completions:
         self._ready.set()
 
 
+class InFlight:
+    """What one worker (thread, coroutine) is running: ``message`` (``None``: nothing) and
+    ``since``, the ``time.monotonic()`` its first attempt started. Written by the worker
+    before each message, read by the stall watch from another thread (each attribute is
+    read whole, so a reader sees at worst a message with its predecessor's start)."""
+
+    __slots__ = ("message", "since")
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+        self.since = 0.0
+
+    def snapshot(self) -> tuple[Message, float] | None:
+        message = self.message
+        return None if message is None else (message, self.since)
+
+
 class Engine(Protocol):
     """Runs handlers on submitted messages and reports through :class:`Completions`.
 
@@ -100,6 +117,11 @@ class Engine(Protocol):
     @property
     def in_flight(self) -> int:
         """Handlers executing right now."""
+
+    def running(self) -> list[tuple[Message, float]]:
+        """The messages being handled now, each with the ``time.monotonic()`` its first
+        attempt started (retries included). Safe to call from any thread; for the stall
+        watch, about once a second."""
 
     @property
     def worker_restarts(self) -> int:

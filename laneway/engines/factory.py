@@ -1,9 +1,8 @@
-"""Build the engine a ConsumerConfig asks for, after checking the handler fits it."""
+"""Build the engine a ConsumerConfig asks for."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -12,31 +11,7 @@ from typing import Any
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
 from laneway.engines.invoker import AttemptHook, Invoker
-from laneway.errors import ConfigError
 from laneway.options import EngineKind
-
-
-def is_async_handler(handler: Callable[..., Any]) -> bool:
-    """True for ``async def`` functions and objects whose ``__call__`` is ``async def``."""
-    call = type(handler).__call__ if not inspect.isroutine(handler) else handler
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
-
-
-def check_handler(handler: object, engine: EngineKind) -> None:
-    """Raise ConfigError when ``handler`` cannot run on ``engine``."""
-    if not callable(handler):
-        raise ConfigError(f"handler={handler!r} is not valid; expected a callable taking a Message")
-    is_async = is_async_handler(handler)
-    if engine is EngineKind.ASYNC and not is_async:
-        raise ConfigError(
-            "handler is a plain function but engine='async' needs an 'async def' handler; "
-            "use engine='thread' for blocking handlers"
-        )
-    if engine is not EngineKind.ASYNC and is_async:
-        raise ConfigError(
-            f"handler is 'async def' but engine={engine.value!r} calls it synchronously; "
-            "use engine='async'"
-        )
 
 
 def build_engine(

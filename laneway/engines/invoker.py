@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, MutableSequence, Sequence
 from typing import Protocol
 
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, InFlight
 from laneway.retry import (
     ErrorInfo,
     Interrupted,
@@ -27,7 +27,7 @@ from laneway.retry import (
     aborts,
     call,
     call_async,
-    describe,
+    failed_for_good,
     refuse_awaitable,
     retry,
     retry_async,
@@ -36,9 +36,9 @@ from laneway.types import Failure, Message
 
 SyncHandler = Callable[[Message], object]
 AsyncHandler = Callable[[Message], Awaitable[object]]
-FailureRecord = tuple[int, str, str, int]
+FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
-attempts)``."""
+attempts, traceback)``."""
 
 REPORT_EVERY = 0.005
 """Seconds between progress reports within one run. A run can hold hundreds of messages
@@ -66,24 +66,36 @@ class AttemptHook(Protocol):
 
 class _Report:
     """The finished and failed messages of one run, reported to ``completions`` at least
-    every ``REPORT_EVERY`` seconds (by :meth:`tick`) and at the end (:meth:`flush`)."""
+    every ``REPORT_EVERY`` seconds (:meth:`start` checks before each message, with the
+    clock it reads for the worker's :class:`InFlight`) and at the end (:meth:`flush`)."""
 
-    __slots__ = ("_completions", "_report_at", "done", "failed")
+    __slots__ = ("_completions", "_report_at", "_slot", "done", "failed")
 
-    def __init__(self, completions: Completions) -> None:
+    def __init__(self, completions: Completions, slot: InFlight) -> None:
         self._completions = completions
+        self._slot = slot
         self.done: list[Message] = []
         self.failed: list[Failure] = []
         self._report_at = time.monotonic() + REPORT_EVERY
 
-    def tick(self) -> None:
-        if time.monotonic() >= self._report_at:
+    def start(self, message: Message) -> None:
+        """``message`` is about to run: report what is done if it is time, and note it."""
+        now = time.monotonic()
+        if now >= self._report_at:
             self.flush()
-            self._report_at = time.monotonic() + REPORT_EVERY
+            self._report_at = now + REPORT_EVERY
+        slot = self._slot
+        slot.since = now
+        slot.message = message
 
     def flush(self) -> None:
         self._completions.report(self.done, self.failed)
         self.done, self.failed = [], []
+
+    def end(self) -> None:
+        """The run is over (or aborted): nothing is running, everything is reported."""
+        self._slot.message = None
+        self.flush()
 
 
 class Invoker:
@@ -110,7 +122,13 @@ class Invoker:
             else:
                 self._sync = hook.wrap(self._sync)
 
-    def run(self, run: deque[Message], stop: threading.Event, completions: Completions) -> None:
+    def run(
+        self,
+        run: deque[Message],
+        stop: threading.Event,
+        completions: Completions,
+        slot: InFlight,
+    ) -> None:
         """Run the handler on the messages popped from ``run`` until it is empty.
 
         Finished and failed messages are reported to ``completions`` every ``REPORT_EVERY``
@@ -118,11 +136,11 @@ class Invoker:
         with ``popleft`` so another thread may steal its tail (a revocation does this);
         each message is run by exactly one side. Once ``stop`` is set, the rest of the
         run, and a message whose retry backoff the stop cut short, are put back unstarted
-        (and not reported).
+        (and not reported). ``slot`` shows the message running, for the stall watch.
         """
         handler = self._sync
         policy = self.policy
-        report = _Report(completions)
+        report = _Report(completions, slot)
         wait = _waiter(stop)
         try:
             while run:
@@ -132,6 +150,7 @@ class Invoker:
                     message = run.popleft()
                 except IndexError:
                     break
+                report.start(message)
                 try:
                     result = handler(message)
                     if result is not None:
@@ -150,19 +169,21 @@ class Invoker:
                         report.failed.append(Failure(message, *error))
                 else:
                     report.done.append(message)
-                report.tick()
         finally:
-            report.flush()
+            report.end()
 
-    async def run_async(self, run: deque[Message], completions: Completions) -> None:
+    async def run_async(
+        self, run: deque[Message], completions: Completions, slot: InFlight
+    ) -> None:
         """The coroutine twin of :meth:`run` (cancellation puts the message back)."""
         handler = self._async
         policy = self.policy
-        report = _Report(completions)
+        report = _Report(completions, slot)
         inline = policy.timeout is None
         try:
             while run:
                 message = run.popleft()
+                report.start(message)
                 try:
                     if inline:
                         try:
@@ -182,9 +203,8 @@ class Invoker:
                     report.done.append(message)
                 else:
                     report.failed.append(Failure(message, *error))
-                report.tick()
         finally:
-            report.flush()
+            report.end()
 
     def run_rows(
         self,
@@ -215,8 +235,7 @@ class Invoker:
         try:
             return call(self._sync, message, self.policy, _sleep)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
-            name, text = describe(error)
-            return name, text, 1
+            return failed_for_good(error, 1)
 
 
 class AttemptStamp:

@@ -38,13 +38,13 @@ import multiprocessing
 import pickle
 import threading
 import time
-import types
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
 from laneway.engines.base import Completions
+from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.invoker import AttemptHook
 from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
@@ -130,6 +130,10 @@ class ProcessEngine:
         """How many times a dead (or timed-out) worker process was replaced."""
         return self._restarts
 
+    def running(self) -> list[tuple[Message, float]]:
+        now = time.monotonic()
+        return [item for slot in self._slots if (item := slot.running(now)) is not None]
+
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the current workers (0 for a slot being restarted)."""
@@ -140,11 +144,13 @@ class ProcessEngine:
             raise RuntimeError("ProcessEngine.start() called twice")
         self._started = True
         self._completions = completions
-        name = _describe_handler(self._handler)
+        name = describe_handler(self._handler)
         try:
             self._blob = pickle.dumps((self._handler, self._hooks), protocol=5)
         except Exception as error:
-            raise HandlerImportError(_advice(name, f"it cannot be pickled: {error}")) from error
+            raise HandlerImportError(
+                import_advice(name, f"it cannot be pickled: {error}")
+            ) from error
         for slot in self._slots:
             self._spawn(slot)
         try:
@@ -230,7 +236,7 @@ class ProcessEngine:
                         "- workers are spawned and import the main module again"
                     ) from None
                 if error is not None:
-                    raise HandlerImportError(_advice(name, f"a worker reported {error}"))
+                    raise HandlerImportError(import_advice(name, f"a worker reported {error}"))
 
     def _run(self) -> None:
         """The reader thread: replies, deaths, restarts and top-ups, until close()."""
@@ -383,17 +389,3 @@ def _open(slot: Slot) -> int:
     if slot.worker is None or not slot.worker.ready:
         return 0
     return PIPELINE - len(slot.outstanding)
-
-
-def _describe_handler(handler: object) -> str:
-    if isinstance(handler, (types.FunctionType, types.BuiltinFunctionType, type)):
-        return f"{handler.__module__}.{handler.__qualname__}"
-    return repr(handler)
-
-
-def _advice(name: str, reason: str) -> str:
-    return (
-        f"handler {name} cannot be used by the process engine: {reason}. It must be a "
-        "module-level function importable by name (not a lambda, a nested function, or a "
-        "function defined in an interactive session)"
-    )

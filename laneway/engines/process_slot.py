@@ -29,7 +29,7 @@ from multiprocessing.context import SpawnContext
 
 from laneway.engines.invoker import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED, FailureRecord
 from laneway.engines.process_worker import worker_main
-from laneway.retry import RetryPolicy
+from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message
 
 MAX_DEATHS = 3
@@ -70,9 +70,9 @@ class Batch:
             return self.messages, []
         skip = set(self.gave_up)
         failed = []
-        for index, error_type, text, attempts in failures:
+        for index, error_type, text, attempts, trace in failures:
             skip.add(index)
-            failed.append(Failure(self.messages[index], error_type, text, attempts))
+            failed.append(Failure(self.messages[index], error_type, text, attempts, trace))
         return [m for i, m in enumerate(self.messages) if i not in skip], failed
 
     def all_given_up(self) -> bool:
@@ -164,12 +164,28 @@ class Slot:
         self.dead_streak = 0
         self.restart_at: float | None = None
         self.killed_at: tuple[int, int] | None = None  # (batch, index) that timed out
+        self._seen: tuple[tuple[int, int], float] | None = None  # running (batch, index), since
 
     def spawn(self, ctx: SpawnContext, handler_blob: bytes, policy: RetryPolicy) -> WorkerProcess:
         name = f"laneway-{self.index}"
         self.worker = WorkerProcess(ctx, handler_blob, policy, self.progress, name)
         self.restart_at = None
         return self.worker
+
+    def running(self, now: float) -> tuple[Message, float] | None:
+        """The message this slot's worker is running, with when that was first seen by a
+        call (workers stamp no times per message: the watch calling this about once a
+        second is the clock, accurate to its interval). Safe from any thread."""
+        batch_id, index = self.progress[BATCH_ID], self.progress[INDEX]
+        try:
+            head = self.outstanding[0]
+        except IndexError:
+            return None
+        if index < 0 or head.id != batch_id or index >= len(head.messages):
+            return None
+        if self._seen is None or self._seen[0] != (batch_id, index):
+            self._seen = ((batch_id, index), now)
+        return head.messages[index], self._seen[1]
 
     def kill_if_overdue(self, now_ns: int, timeout: float) -> None:
         """Kill the worker if its current handler attempt has run longer than ``timeout``."""
@@ -225,5 +241,6 @@ class Slot:
         count = head.timeouts[index] = head.timeouts.get(index, 0) + 1
         if count <= policy.max_retries:
             return []
-        text = f"the handler did not finish within {policy.timeout} s ({count} attempts)"
+        assert policy.timeout is not None
+        text = f"{timed_out(policy.timeout)} ({count} attempts)"
         return head.give_up([index], TIMED_OUT, text, count)

@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Collection
 
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, InFlight
 from laneway.engines.invoker import Invoker
 from laneway.types import Message, PartitionId
 
@@ -25,6 +25,7 @@ class SyncEngine:
         self._completions: Completions | None = None
         self._running = 0
         self._unstarted: list[Message] = []
+        self._slot = InFlight()
 
     def start(self, completions: Completions) -> None:
         self._completions = completions
@@ -34,7 +35,7 @@ class SyncEngine:
         run = deque(messages)
         self._running = 1
         try:
-            self._invoker.run(run, self._stop, self._completions)
+            self._invoker.run(run, self._stop, self._completions, self._slot)
         finally:
             self._running = 0
         self._unstarted.extend(run)
@@ -52,6 +53,10 @@ class SyncEngine:
     @property
     def in_flight(self) -> int:
         return self._running
+
+    def running(self) -> list[tuple[Message, float]]:
+        item = self._slot.snapshot()
+        return [] if item is None else [item]
 
     def close(self, timeout: float) -> None:
         self._completions = None

@@ -8,7 +8,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Hashable
 
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, InFlight
 from laneway.engines.invoker import Invoker
 from laneway.options import Ordering
 from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
@@ -78,6 +78,7 @@ class ThreadEngine:
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._runs: dict[int, deque[Message]] = {}
+        self._slots = [InFlight() for _ in range(concurrency)]
         self._executing = 0
         self._cost: float | None = None
         self._costs: deque[float] = deque(maxlen=COST_SAMPLES)
@@ -117,6 +118,9 @@ class ThreadEngine:
     @property
     def in_flight(self) -> int:
         return self._executing
+
+    def running(self) -> list[tuple[Message, float]]:
+        return [item for slot in self._slots if (item := slot.snapshot()) is not None]
 
     def close(self, timeout: float) -> None:
         with self._cond:
@@ -187,4 +191,4 @@ class ThreadEngine:
                 started = self._last_claim = time.monotonic()
                 if self._threads_to_wake():
                     cond.notify()  # e.g. a lane made ready again by a release
-            self._invoker.run(run, self._closed, self._completions)
+            self._invoker.run(run, self._closed, self._completions, self._slots[index])

@@ -32,14 +32,16 @@ class KeyCircuitBreaker:
         self._failures: dict[Hashable, int] = {}
         self._open_until: dict[Hashable, float] = {}
 
-    def record_failure(self, message: Message) -> None:
+    def record_failure(self, message: Message) -> bool:
+        """Count a final failure of ``message``'s key; True when that opened its circuit."""
         key = _key_of(message)
         count = self._failures.get(key, 0) + 1
         if count >= self._threshold:
             self._open_until[key] = self._clock() + self._cooldown
             self._failures.pop(key, None)
-        else:
-            self._failures[key] = count
+            return True
+        self._failures[key] = count
+        return False
 
     def has_open(self) -> bool:
         """Whether any circuit is open (closes the expired ones first)."""

@@ -176,6 +176,22 @@ class EngineContract:
         expected.update({(o, "returned"): 1 for o in range(5)})
         assert seen == expected
 
+    def test_running_shows_the_message_in_its_handler_and_since_when(
+        self, engines: list[Engine]
+    ) -> None:
+        engine, completions = self.start(engines)
+        slow = Message("t", 0, 0, b"slow", b"800")
+        submitting = threading.Thread(target=engine.submit, args=([slow],))
+        submitting.start()  # the sync engine runs the handler inside submit()
+        time.sleep(0.2)
+        engine.running()  # the process engine's clock: when a message is first seen
+        time.sleep(0.3)
+        [(message, since)] = engine.running()
+        assert message == slow and time.monotonic() - since >= 0.25
+        done, _ = settle(completions, 1)
+        submitting.join(5)
+        assert done == [slow] and engine.running() == []
+
 
 class IndependentLanes(EngineContract):
     """For engines where a slow lane never holds up another lane (thread, async)."""

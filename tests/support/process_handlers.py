@@ -156,3 +156,13 @@ class CountAttempts:
 async def fail_first_two_attempts_async(message: Message) -> None:
     """The coroutine twin of :func:`fail_first_two_attempts`."""
     fail_first_two_attempts(message)
+
+
+def parse_amount(message: Message) -> None:
+    raise ValueError(f"bad amount in offset {message.offset}")
+
+
+def fail_bad_amounts(message: Message) -> None:
+    """Raises ValueError (from parse_amount, so tracebacks have two frames) for b"bad"."""
+    if message.value == b"bad":
+        parse_amount(message)

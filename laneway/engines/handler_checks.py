@@ -1,0 +1,89 @@
+"""What makes a callable usable as a handler by an engine, checked before anything runs."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from laneway.errors import ConfigError, HandlerImportError
+from laneway.options import EngineKind
+
+
+def is_async_handler(handler: Callable[..., Any]) -> bool:
+    """True for ``async def`` functions and objects whose ``__call__`` is ``async def``."""
+    call = type(handler).__call__ if not inspect.isroutine(handler) else handler
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def check_handler(handler: object, engine: EngineKind) -> None:
+    """Raise ConfigError when ``handler`` cannot run on ``engine``: not callable, a
+    signature that cannot take one message, sync vs ``async def`` mismatched with the
+    engine, or (process engine) not importable by name in a worker process."""
+    if not callable(handler):
+        raise ConfigError(f"handler={handler!r} is not valid; expected a callable taking a Message")
+    _check_signature(handler)
+    is_async = is_async_handler(handler)
+    if engine is EngineKind.ASYNC and not is_async:
+        raise ConfigError(
+            "handler is a plain function but engine='async' needs an 'async def' handler; "
+            "use engine='thread' for blocking handlers"
+        )
+    if engine is not EngineKind.ASYNC and is_async:
+        raise ConfigError(
+            f"handler is 'async def' but engine={engine.value!r} calls it synchronously; "
+            "use engine='async'"
+        )
+    if engine is EngineKind.PROCESS:
+        check_importable(handler)
+
+
+def _check_signature(handler: Callable[..., Any]) -> None:
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return  # some builtins have no signature to check
+    try:
+        signature.bind(None)
+    except TypeError:
+        parameters = ", ".join(signature.parameters)
+        raise ConfigError(
+            f"handler {describe_handler(handler)}({parameters}) cannot be called with one "
+            "message; a handler takes exactly one argument, the Message (wrap extra "
+            "arguments with functools.partial)"
+        ) from None
+
+
+def check_importable(handler: object) -> None:
+    """Raise HandlerImportError unless a spawned worker process can load ``handler``: it
+    must pickle (by name), and a function of ``__main__`` must come from a file the
+    worker can run again (not an interactive session)."""
+    name = describe_handler(handler)
+    try:
+        pickle.dumps(handler, protocol=5)
+    except Exception as error:
+        raise HandlerImportError(import_advice(name, f"it cannot be pickled: {error}")) from None
+    main = sys.modules.get("__main__")
+    module = getattr(handler, "__module__", None)
+    if module == "__main__" and getattr(main, "__file__", None) is None:
+        reason = "it is defined in an interactive session, which worker processes cannot import"
+        raise HandlerImportError(import_advice(name, reason))
+
+
+def describe_handler(handler: object) -> str:
+    """A handler's importable name (``module.qualname``), or its repr."""
+    if isinstance(handler, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return f"{handler.__module__}.{handler.__qualname__}"
+    return repr(handler)
+
+
+def import_advice(name: str, reason: str) -> str:
+    """The text of a HandlerImportError for handler ``name``."""
+    return (
+        f"handler {name} cannot be used by the process engine: {reason}. It must be a "
+        "module-level function importable by name (not a lambda, a nested function, or a "
+        "function defined in an interactive session)"
+    )
