@@ -1,24 +1,36 @@
 # laneway's developer commands. On a fresh machine `make demo` and `make test` set everything up:
-# a virtualenv in .venv with laneway installed in editable mode plus its dev extras, and (for the
-# tests) a single-node Kafka broker on 127.0.0.1 whose jars scripts/kafka fetches once with Maven.
+# a virtualenv in .venv with laneway installed in editable mode (runtime dependencies only for
+# the demo, plus the dev extras for the tests), and (for the tests) a single-node Kafka broker
+# on 127.0.0.1 whose jars scripts/kafka fetches once with Maven.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-INSTALLED := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime-installed
+DEV := $(VENV)/.dev-installed
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# 'compat' puts the checkout on sys.path through a .pth file, so type checkers and other
+# static tools run from the venv see laneway too (the default mode hides it behind an
+# import hook).
+EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples)
 
 .PHONY: venv demo test lint kafka-start kafka-stop clean
 
-venv: $(INSTALLED)
+venv: $(DEV)
 
-# Re-installs whenever pyproject.toml changes.
-$(INSTALLED): pyproject.toml
+# Each re-installs whenever pyproject.toml changes; the dev install includes the runtime one.
+$(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PIP) $(EDITABLE) .
 	touch $@
 
-demo: $(INSTALLED)
+$(DEV): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) $(EDITABLE) '.[dev]'
+	touch $@ $(RUNTIME)
+
+demo: $(RUNTIME)
 	$(BIN)/laneway demo
 
 # Lint and type-check first (no broker needed), then run every test against a real broker:
@@ -26,7 +38,7 @@ demo: $(INSTALLED)
 test: lint
 	scripts/with-kafka $(BIN)/pytest -q
 
-lint: $(INSTALLED)
+lint: $(DEV)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from laneway.bench.analysis import check
 from laneway.bench.command import bench
+from laneway.bench.report import recommendations
 from laneway.cli import main
 
 SCENARIOS = ("trivial", "sleep", "io", "cpu", "scaling", "keys")
@@ -110,11 +111,29 @@ def test_table_and_recommendations_are_printed(
         assert heading in out
     assert "NOT included in runtime" in " ".join(out.split())
     assert "Recommendation" in out
+    # 300-message runs last well under a second: every recommendation is withheld, and
+    # the report says why.
+    assert "runs lasted under 1 s" in " ".join(out.split())
     for advice in doc["recommendations"]:
-        assert advice["engine"] in ENGINES[1:]
+        assert advice["engine"] is None and "withheld" in advice["text"], advice
         assert f"{advice['scenario']}: {advice['text']}" in out
     io = next(a for a in doc["recommendations"] if a["scenario"] == "io")
     assert io["text"].startswith("~1 ms network round trip per message")
+
+
+def test_long_enough_runs_get_the_best_engine_recommended(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    _, doc, _ = full_run
+    rows = [{**row, "runtime_s": max(1.0, row["runtime_s"])} for row in doc["rows"]]
+    advice = {a["scenario"]: a for a in recommendations(rows)}
+    assert set(advice) == set(SCENARIOS)
+    for scenario, entry in advice.items():
+        mine = [r for r in rows if r["scenario"] == scenario and r["engine"] != "raw"]
+        best = max(mine, key=lambda r: r["ratio_to_baseline"] or 0.0)
+        if scenario != "keys":  # keys: the geometric mean over its three variants decides
+            assert entry["engine"] == best["engine"], entry
+        assert entry["engine"] in ENGINES[1:] and "withheld" not in entry["text"]
 
 
 def test_the_bare_work_is_timed_next_to_the_engines(
@@ -176,6 +195,32 @@ def test_compare_prints_b_over_a(
     lines = [line for line in result.stdout.splitlines() if "trivial" in line]
     assert any("async" in line and "2.00x" in line for line in lines), lines
     assert any("baseline" in line and "0.50x" in line for line in lines), lines
+    assert "different setups" not in result.stdout
+
+
+def test_compare_reports_a_busier_machine_apart_from_the_setup(
+    full_run: tuple[Result, dict[str, Any], Path], tmp_path: Path
+) -> None:
+    _, doc, _ = full_run
+    busy = json.loads(json.dumps(doc))
+    busy["machine"]["load_1m"] = doc["machine"]["load_1m"] + 2.0
+    a_path, b_path = tmp_path / "a.json", tmp_path / "b.json"
+    a_path.write_text(json.dumps(doc))
+    b_path.write_text(json.dumps(busy))
+    result = invoke(["compare", str(a_path), str(b_path)])
+    out = " ".join(result.stdout.split())
+    assert "different setups" not in out
+    assert "the machine was busier during B" in out
+    busy["machine"]["python"] = "2.7.18"
+    b_path.write_text(json.dumps(busy))
+    out = " ".join(invoke(["compare", str(a_path), str(b_path)]).stdout.split())
+    assert "measured on different setups (differ in: python)" in out
+
+
+def test_topic_prefix_must_be_a_valid_topic_name_start() -> None:
+    result = CliRunner().invoke(main, ["bench", "--topic-prefix", "bad prefix!"])
+    assert result.exit_code == 2
+    assert "--topic-prefix" in result.output and "'bad prefix!' is not valid" in result.output
 
 
 def test_compare_rejects_a_file_that_is_not_a_bench_result(tmp_path: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient
 
 from laneway.cli import main
 
@@ -16,6 +19,7 @@ def test_trivial_on_kafka_keeps_order_and_loses_nothing(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     json_path = tmp_path / "kafka.json"
+    prefix = f"team-a-{uuid.uuid4().hex[:6]}"
     args = [
         "bench",
         "--bootstrap-servers",
@@ -30,11 +34,27 @@ def test_trivial_on_kafka_keeps_order_and_loses_nothing(
         "120",
         "--json",
         str(json_path),
+        "--topic-prefix",
+        prefix,
     ]
+    before = set(AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics().topics)
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     doc = json.loads(json_path.read_text())
-    assert doc["settings"]["target"] == {"kind": "kafka", "bootstrap_servers": kafka_bootstrap}
+    assert doc["settings"]["target"] == {
+        "kind": "kafka",
+        "bootstrap_servers": kafka_bootstrap,
+        "topic_prefix": prefix,
+    }
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for _ in range(50):  # the group listing lags behind a group's first commit
+        groups = [g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid]
+        if any(g.startswith(f"{prefix}-group-") for g in groups):
+            break
+        time.sleep(0.2)
+    assert any(g.startswith(f"{prefix}-group-") for g in groups), "groups carry the prefix"
+    after = set(AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics().topics)
+    assert not [t for t in after - before if t.startswith(prefix)], "run topics are deleted"
     rows = {row["engine"]: row for row in doc["rows"]}
     assert set(rows) == {"raw", "baseline", "async"}
     for engine, row in rows.items():

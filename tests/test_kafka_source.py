@@ -7,6 +7,8 @@ the metadata size limit, fencing, librdkafka settings)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -251,6 +253,8 @@ def test_name_and_usage_errors() -> None:
         ({"config": {"bootstrap.servers": "x:1"}}, "bootstrap.servers"),
         ({"config": {"no.such.setting": 1}}, "no.such.setting"),
         ({"config": {"auto.offset.reset": "sideways"}}, "auto.offset.reset"),
+        ({"connect_timeout": 0}, "connect_timeout"),
+        ({"wait_for_topics": "yes"}, "wait_for_topics"),
     ],
 )
 def test_invalid_options_raise_config_error_naming_them(
@@ -297,3 +301,68 @@ def test_settings_let_the_user_override_defaults() -> None:
     kip848 = build_settings("b:1", "g", ["t"], {"group.protocol": "consumer"})
     assert "partition.assignment.strategy" not in kip848.consumer_config
     assert kip848.incremental
+
+
+def test_an_unreachable_broker_fails_within_the_connect_timeout_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source = laneway.KafkaSource("127.0.0.1:1", "g", ["orders"], connect_timeout=1.0)
+    consumer = laneway.Consumer(source, lambda m: None, handle_signals=False)
+    began = time.monotonic()
+    expected = (
+        r"cannot reach the Kafka cluster at 127\.0\.0\.1:1: "
+        r"no broker answered within connect_timeout=1 s \(.*Connection refused"
+    )
+    with (
+        caplog.at_level(logging.DEBUG, logger="laneway"),
+        pytest.raises(SourceError, match=expected),
+    ):
+        consumer.run(idle_timeout=5)
+    assert time.monotonic() - began < 5.0
+    lines = [r for r in caplog.records if r.name == "laneway.librdkafka"]
+    assert lines, "librdkafka's lines go through the laneway.librdkafka logger"
+    assert len({r.getMessage() for r in lines}) == len(lines), "repeats are held back"
+
+
+def test_a_broker_name_that_does_not_resolve_fails_at_once() -> None:
+    source = laneway.KafkaSource("no-such-host.invalid:9092", "g", ["orders"])
+    began = time.monotonic()
+    with pytest.raises(
+        SourceError, match=r"no-such-host\.invalid:9092: the broker name does not resolve"
+    ):
+        laneway.Consumer(source, lambda m: None, handle_signals=False).run(idle_timeout=5)
+    assert time.monotonic() - began < 2.0
+
+
+@pytest.mark.kafka
+def test_a_topic_that_does_not_exist_is_an_unknown_topic_error(kafka_bootstrap: str) -> None:
+    missing = unique_name("missing")
+    source = laneway.KafkaSource(kafka_bootstrap, unique_name("g"), [missing])
+    with pytest.raises(
+        laneway.UnknownTopicError, match=f"unknown topic '{missing}'.*wait_for_topics=True"
+    ):
+        laneway.Consumer(source, lambda m: None, handle_signals=False).run(idle_timeout=5)
+
+
+@pytest.mark.kafka
+def test_wait_for_topics_consumes_a_topic_created_later(kafka_bootstrap: str) -> None:
+    topic = unique_name("later")
+    source = laneway.KafkaSource(
+        kafka_bootstrap,
+        unique_name("g"),
+        [topic],
+        {**FAST_GROUP, "topic.metadata.refresh.interval.ms": 1000},
+        wait_for_topics=True,
+    )
+    consumer = laneway.Consumer(source, lambda m: None, handle_signals=False)
+    result: list[laneway.ConsumerStats] = []
+    runner = threading.Thread(target=lambda: result.append(consumer.run(max_messages=5)))
+    runner.start()
+    time.sleep(1.0)
+    create_topic(kafka_bootstrap, topic, partitions=1)
+    produce(kafka_bootstrap, topic, [(b"k", b"v")] * 5)
+    runner.join(30)
+    if runner.is_alive():
+        consumer.stop()
+        runner.join(10)
+    assert result and result[0].processed == 5

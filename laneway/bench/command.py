@@ -7,12 +7,19 @@ clear message when they are missing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from laneway.bench.scenarios import ENGINES, ORDERINGS, SCENARIOS, Overrides
+from laneway.bench.scenarios import (
+    DEFAULT_TOPIC_PREFIX,
+    ENGINES,
+    ORDERINGS,
+    SCENARIOS,
+    Overrides,
+)
 from laneway.options import EventLoop, uvloop_installed
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
@@ -58,6 +65,14 @@ def _counts(
             "comma-separated (e.g. 1,10,100)"
         )
     return counts
+
+
+def _topic_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", value):
+        raise click.BadParameter(
+            f"{value!r} is not valid; use 1-200 ASCII letters, digits, '.', '_' or '-'"
+        )
+    return value
 
 
 def _orderings(
@@ -144,6 +159,14 @@ def _orderings(
     help="Run against this Kafka broker instead of the embedded log.",
 )
 @click.option(
+    "--topic-prefix",
+    default=DEFAULT_TOPIC_PREFIX,
+    show_default=True,
+    callback=_topic_prefix,
+    help="Start of the names of the topics and groups created on a Kafka broker (each run "
+    "creates and deletes its own), e.g. to keep them apart on a shared broker.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -178,6 +201,7 @@ def bench(
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
+    topic_prefix: str,
     json_path: Path | None,
     plot_dir: Path | None,
     profile_dir: Path | None,
@@ -219,6 +243,7 @@ def bench(
         repeat=repeat,
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
+        topic_prefix=topic_prefix,
         json_path=json_path,
         plot_dir=plot_dir,
         profile_dir=profile_dir,

@@ -12,6 +12,9 @@ from laneway.bench.results import read_json
 
 Key = tuple[str, str, str]
 
+MOMENTARY = frozenset({"load_1m"})
+"""Machine fields that describe the moment, not the setup (reported apart)."""
+
 
 def _rows_by_key(doc: dict[str, Any]) -> dict[Key, dict[str, Any]]:
     return {(r["scenario"], r.get("variant", ""), r["engine"]): r for r in doc["rows"]}
@@ -36,11 +39,19 @@ def compare_table(a_path: Path, b_path: Path) -> tuple[Table, list[str]]:
         table.add_row(*key, f"{a_tps:,.0f}", f"{b_tps:,.0f}", cell)
     notes = [f"only in A: {' '.join(k)}" for k in a_rows if k not in b_rows]
     notes += [f"only in B: {' '.join(k)}" for k in b_rows if k not in a_rows]
-    a_machine, b_machine = a_doc.get("machine"), b_doc.get("machine")
-    if a_machine and b_machine and a_machine != b_machine:
-        differing = sorted(k for k in a_machine if a_machine.get(k) != b_machine.get(k))
+    a_machine, b_machine = a_doc.get("machine") or {}, b_doc.get("machine") or {}
+    differing = sorted(
+        k for k in a_machine if k not in MOMENTARY and a_machine.get(k) != b_machine.get(k)
+    )
+    if a_machine and b_machine and differing:
         notes.append(
             f"the files were measured on different setups (differ in: {', '.join(differing)})"
+        )
+    a_load, b_load = a_machine.get("load_1m"), b_machine.get("load_1m")
+    if a_load is not None and b_load is not None and abs(a_load - b_load) >= 0.5:
+        notes.append(
+            f"the machine was busier during {'B' if b_load > a_load else 'A'} (load average "
+            f"A {a_load:.1f}, B {b_load:.1f}): its figures are lower and noisier"
         )
     return table, notes
 

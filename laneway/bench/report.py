@@ -81,11 +81,17 @@ def _mark(count: int) -> str:
     return f"[red]{count:,}[/red]" if count else "0"
 
 
+SHORTEST_RUN_S = 1.0
+"""Runs shorter than this (seconds) are dominated by start-up, first fetch and the final
+commit, not by the engine: no recommendation is made from them."""
+
+
 def recommendations(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Per scenario: the engine with the best throughput and its multiple over baseline.
 
     Only valid rows (finished, nothing lost or doubled, order kept) count, ``raw`` never
-    does (it does no work). Over several variants an engine's score is the geometric mean
+    does (it does no work); a scenario with a run shorter than ``SHORTEST_RUN_S`` gets no
+    recommendation. Over several variants an engine's score is the geometric mean
     of its per-variant multiple over baseline (of its throughput when there is no baseline),
     over the variants where it has a valid row; the per-variant winners are listed too.
     """
@@ -104,6 +110,14 @@ def recommendations(rows: Sequence[Row]) -> list[dict[str, Any]]:
                                  "ratio_to_baseline": None, "per_variant": []}  # fmt: skip
         if not valid:
             entry["text"] = f"{headline}: no valid measurement"
+            result.append(entry)
+            continue
+        short = [r for r in valid if r["runtime_s"] < SHORTEST_RUN_S]
+        if short:
+            entry["text"] = (
+                f"{headline}: none (withheld: {len(short)} of {len(valid)} runs lasted under "
+                f"{SHORTEST_RUN_S:g} s, too short to tell engines apart; use more --messages)"
+            )
             result.append(entry)
             continue
         use_ratio = all(r["ratio_to_baseline"] for r in valid)
@@ -197,6 +211,14 @@ def print_report(
         console.print("[bold]Work alone[/bold] (no laneway, same run; median of repetitions)")
         for line in ceiling_lines(rows, limits, event_loop):
             console.print(f"  {line}", highlight=False)
+    short = [r for r in rows if r["engine"] != "raw" and r["runtime_s"] < SHORTEST_RUN_S]
+    if short:
+        console.print(
+            f"[yellow]warning:[/yellow] {len(short)} of {len(rows)} runs lasted under "
+            f"{SHORTEST_RUN_S:g} s; start-up and the final commit dominate such runs, so "
+            "their figures do not compare engines (run more --messages).",
+            soft_wrap=False,
+        )
     disturbed = [r for r in rows if r["other_cpu"] > DISTURBED]
     if disturbed:
         worst = max(disturbed, key=lambda r: r["other_cpu"])

@@ -47,6 +47,7 @@ class BenchOptions:
     repeat: int
     timeout: float
     bootstrap_servers: str | None
+    topic_prefix: str
     json_path: Path | None
     plot_dir: Path | None
     profile_dir: Path | None
@@ -64,7 +65,7 @@ def run_bench(options: BenchOptions) -> bool:
     err = Console(stderr=True)
     target: Target
     if options.bootstrap_servers:
-        kafka = KafkaTarget(options.bootstrap_servers)
+        kafka = KafkaTarget(options.bootstrap_servers, options.topic_prefix)
         kafka.check()
         target = kafka
     else:

@@ -44,6 +44,9 @@ other row is compared to it."""
 
 ORDERINGS = names(Ordering)
 
+DEFAULT_TOPIC_PREFIX = "laneway-bench"
+"""The start of every topic and group name the bench creates (``--topic-prefix``)."""
+
 DEFAULT_CONCURRENCY = 128
 """Threads / coroutines for the thread and async engines: above the 100 keys of the I/O
 scenarios, so keys, not the pool, bound their parallelism."""

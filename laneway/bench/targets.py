@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from laneway.bench.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
+from laneway.bench.scenarios import DEFAULT_TOPIC_PREFIX
 from laneway.bench.workloads import encode_value
 from laneway.sources.base import Source
 from laneway.sources.embedded import EmbeddedLog
@@ -52,8 +53,8 @@ def backlog(messages: int, keys: int) -> Iterator[tuple[bytes, bytes]]:
         yield b"k%d" % (i % keys), encode_value(i)
 
 
-def unique_name(prefix: str) -> str:
-    return f"laneway-bench-{prefix}-{uuid.uuid4().hex[:10]}"
+def unique_name(prefix: str, kind: str) -> str:
+    return f"{prefix}-{kind}-{uuid.uuid4().hex[:10]}"
 
 
 class Target(Protocol):
@@ -81,13 +82,14 @@ class EmbeddedTarget:
         self._logs: dict[str, EmbeddedLog] = {}
 
     def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
-        topic = unique_name(prefix)
+        topic = unique_name(DEFAULT_TOPIC_PREFIX, prefix)
         log = EmbeddedLog()
         log.create_topic(topic, partitions=partitions)
         started = time.perf_counter()
         produced = log.produce_many(topic, backlog(messages, keys))
         self._logs[topic] = log
-        return Prepared(topic, unique_name("group"), produced, time.perf_counter() - started)
+        group = unique_name(DEFAULT_TOPIC_PREFIX, "group")
+        return Prepared(topic, group, produced, time.perf_counter() - started)
 
     def source(self, prepared: Prepared) -> Source:
         return self._logs[prepared.topic].subscribe([prepared.topic], prepared.group)
@@ -109,8 +111,9 @@ class KafkaTarget:
 
     kind = "kafka"
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic_prefix: str = DEFAULT_TOPIC_PREFIX) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.topic_prefix = topic_prefix
         self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
 
     def check(self) -> None:
@@ -123,11 +126,12 @@ class KafkaTarget:
             ) from error
 
     def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
-        topic = unique_name(prefix)
+        topic = unique_name(self.topic_prefix, prefix)
         self._create_topic(topic, partitions)
         started = time.perf_counter()
         produced = self._produce(topic, messages, keys)
-        return Prepared(topic, unique_name("group"), produced, time.perf_counter() - started)
+        group = unique_name(self.topic_prefix, "group")
+        return Prepared(topic, group, produced, time.perf_counter() - started)
 
     def source(self, prepared: Prepared) -> Source:
         return KafkaSource(
@@ -146,7 +150,11 @@ class KafkaTarget:
             futures[prepared.topic].result(timeout=REQUEST_TIMEOUT_S)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "bootstrap_servers": self.bootstrap_servers}
+        return {
+            "kind": self.kind,
+            "bootstrap_servers": self.bootstrap_servers,
+            "topic_prefix": self.topic_prefix,
+        }
 
     def _create_topic(self, topic: str, partitions: int) -> None:
         new = NewTopic(topic, num_partitions=partitions, replication_factor=1)

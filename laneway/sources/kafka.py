@@ -17,7 +17,9 @@ from confluent_kafka import (
 from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
+from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config
+from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.types import CommitPosition, Message, PartitionId
 
@@ -35,7 +37,12 @@ class KafkaSource:
     """Reads a Kafka consumer group's partitions in batches and commits offsets synchronously.
 
     ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
-    librdkafka settings. Offsets are committed only through :meth:`commit`:
+    librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
+    no broker answers within ``connect_timeout`` seconds (default 10) and with
+    :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
+    unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
+    ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see
+    :mod:`laneway.sources.kafka_logging`). Offsets are committed only through :meth:`commit`:
     ``enable.auto.commit`` and ``enable.auto.offset.store`` are forced off (asking for them
     is a :class:`~laneway.errors.ConfigError`). Defaults the user may override:
     ``auto.offset.reset=earliest`` and ``partition.assignment.strategy=cooperative-sticky``
@@ -72,16 +79,24 @@ class KafkaSource:
         group: str,
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        wait_for_topics: bool = False,
     ) -> None:
-        settings = build_settings(bootstrap_servers, group, topics, config)
+        settings = build_settings(
+            bootstrap_servers, group, topics, config, connect_timeout, wait_for_topics
+        )
+        self._settings = settings
         self._topics = list(settings.topics)
         self._incremental = settings.incremental
         self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
         self._connection = connection_config(settings)
+        consumer_config = dict(settings.consumer_config)
+        self._errors = client_logging(self._name, consumer_config)
         try:
-            self._consumer = Consumer(settings.consumer_config)
+            self._consumer = Consumer(consumer_config)
         except (KafkaException, ValueError, TypeError) as exc:
-            raise ConfigError(f"config is not valid for librdkafka: {_describe(exc)}") from exc
+            raise ConfigError(f"config is not valid for librdkafka: {describe(exc)}") from exc
         self._listener: RebalanceListener | None = None
         self._owned: set[PartitionId] = set()
         self._starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
@@ -100,7 +115,7 @@ class KafkaSource:
 
     def producer(self) -> KafkaProducer:
         """A new idempotent producer into the same cluster (see :class:`KafkaProducer`)."""
-        return KafkaProducer(self._connection)
+        return KafkaProducer(self._connection, f"{self._name} producer")
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
@@ -111,6 +126,12 @@ class KafkaSource:
         self._check_usable()
         if self._listener is not None:
             raise SourceError(f"{self._name}: open() was already called")
+        settings = self._settings
+        check_reachable(
+            self._consumer, settings.bootstrap_servers, settings.connect_timeout, self._errors
+        )
+        if not settings.wait_for_topics:
+            check_topics(self._consumer, self._topics, settings.connect_timeout)
         self._listener = listener
         try:
             self._consumer.subscribe(
@@ -120,7 +141,7 @@ class KafkaSource:
                 on_lost=self._on_lost,
             )
         except KafkaException as exc:
-            raise SourceError(f"{self._name}: subscribe failed: {_describe(exc)}") from exc
+            raise SourceError(f"{self._name}: subscribe failed: {describe(exc)}") from exc
 
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         """Return up to ``max_messages`` messages, in offset order per partition.
@@ -143,7 +164,7 @@ class KafkaSource:
                 if batch and max_messages > 1:
                     batch += consume(max_messages - 1, 0)
         except KafkaException as exc:
-            raise SourceError(f"{self._name}: consume failed: {_describe(exc)}") from exc
+            raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
         messages: list[Message] = []
         append = messages.append
         new_message = tuple.__new__  # Message(...) without its Python-level __new__
@@ -193,7 +214,7 @@ class KafkaSource:
             raise SourceError(self._commit_failure(exc, positions)) from exc
         failed = [(tp.topic, tp.partition, tp.error) for tp in results if tp.error is not None]
         if failed:
-            detail = ", ".join(f"{t}[{p}]: {_describe_error(e)}" for t, p, e in failed)
+            detail = ", ".join(f"{t}[{p}]: {describe_error(e)}" for t, p, e in failed)
             raise SourceError(f"{self._name}: commit failed for {detail}")
 
     def pause(self, partitions: Iterable[PartitionId]) -> None:
@@ -256,7 +277,7 @@ class KafkaSource:
             try:
                 self._consumer.close()
             except KafkaException as exc:
-                raise SourceError(f"{self._name}: close failed: {_describe(exc)}") from exc
+                raise SourceError(f"{self._name}: close failed: {describe(exc)}") from exc
             finally:
                 self._closed = True
 
@@ -330,14 +351,14 @@ class KafkaSource:
             found = consumer.committed(query, timeout=COMMITTED_TIMEOUT_S)
         except KafkaException as exc:
             raise SourceError(
-                f"{self._name}: reading committed offsets failed: {_describe(exc)}"
+                f"{self._name}: reading committed offsets failed: {describe(exc)}"
             ) from exc
         positions: dict[PartitionId, CommitPosition | None] = {}
         for tp in found:
             if tp.error is not None:
                 raise SourceError(
                     f"{self._name}: reading the committed offset of {tp.topic}[{tp.partition}] "
-                    f"failed: {_describe_error(tp.error)}"
+                    f"failed: {describe_error(tp.error)}"
                 )
             positions[(tp.topic, tp.partition)] = (
                 CommitPosition(tp.offset, tp.metadata or "") if tp.offset >= 0 else None
@@ -353,16 +374,16 @@ class KafkaSource:
             self._forget(owned)
             if owned and self._listener is not None:
                 self._listener.on_lost(owned)
-            raise SourceError(f"{self._name}: fatal consumer error: {_describe_error(error)}")
+            raise SourceError(f"{self._name}: fatal consumer error: {describe_error(error)}")
         if error.code() == _PARTITION_EOF:
             logger.debug("%s: %s", self._name, error.str())
         else:
-            logger.warning("%s: consumer error (skipped): %s", self._name, _describe_error(error))
+            logger.warning("%s: consumer error (skipped): %s", self._name, describe_error(error))
 
     def _commit_failure(
         self, exc: KafkaException, positions: Mapping[PartitionId, CommitPosition]
     ) -> str:
-        message = f"{self._name}: commit of {sorted(positions)} failed: {_describe(exc)}"
+        message = f"{self._name}: commit of {sorted(positions)} failed: {describe(exc)}"
         error = exc.args[0] if exc.args else None
         if isinstance(error, KafkaError) and error.code() == _METADATA_TOO_LARGE:
             size, where = max((len(pos.metadata.encode()), p) for p, pos in positions.items())
@@ -381,9 +402,7 @@ class KafkaSource:
         try:
             method([TopicPartition(t, p) for t, p in partitions])
         except KafkaException as exc:
-            raise SourceError(
-                f"{self._name}: {what} {partitions} failed: {_describe(exc)}"
-            ) from exc
+            raise SourceError(f"{self._name}: {what} {partitions} failed: {describe(exc)}") from exc
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -393,13 +412,3 @@ class KafkaSource:
         self._check_usable()
         if self._listener is None:
             raise SourceError(f"{self._name}: call open(listener) first")
-
-
-def _describe_error(error: KafkaError) -> str:
-    return f"{error.name()} ({error.str()})"
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return _describe_error(exc.args[0])
-    return str(exc)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from laneway.errors import ConfigError
+from laneway.options import flag, seconds
 
 DEFAULT_ASSIGNMENT_STRATEGY = "cooperative-sticky"
 """Incremental rebalancing: only partitions that move are revoked, and a partition is handed
@@ -87,10 +88,19 @@ class KafkaSettings:
     incremental: bool
     """Whether the group rebalances incrementally (cooperative assignor or KIP-848 protocol):
     decides between ``incremental_assign`` and ``assign`` in the assignment callback."""
+    connect_timeout: float = 10.0
+    """Seconds ``open()`` waits for a broker to answer before it fails."""
+    wait_for_topics: bool = False
+    """Whether ``open()`` accepts subscribed topics the cluster does not have yet."""
 
 
 def build_settings(
-    bootstrap_servers: object, group: object, topics: object, config: object
+    bootstrap_servers: object,
+    group: object,
+    topics: object,
+    config: object,
+    connect_timeout: object = 10.0,
+    wait_for_topics: object = False,
 ) -> KafkaSettings:
     """Check every argument and merge defaults, user config and forced settings."""
     servers = _non_empty_text(bootstrap_servers, "bootstrap_servers", "e.g. '127.0.0.1:9092'")
@@ -112,6 +122,8 @@ def build_settings(
         topics=topic_names,
         consumer_config=merged,
         incremental=_is_incremental(merged),
+        connect_timeout=seconds(connect_timeout, "connect_timeout"),
+        wait_for_topics=flag(wait_for_topics, "wait_for_topics"),
     )
 
 

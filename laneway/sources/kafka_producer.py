@@ -15,6 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from laneway.errors import SourceError
 from laneway.producing.producer import Acknowledge, OutgoingRecord
+from laneway.sources.kafka_logging import client_logging
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +42,19 @@ class KafkaProducer:
     partitions that have nothing to write.
     """
 
-    def __init__(self, connection: dict[str, object]) -> None:
-        self._producer = Producer(
-            {
-                **connection,
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "acks": "all",
-                "message.max.bytes": PRODUCER_MAX_BYTES,
-            }
-        )
-        self._admin = AdminClient(connection)  # type: ignore[arg-type]
+    def __init__(self, connection: dict[str, object], name: str = "kafka producer") -> None:
+        settings = {
+            **connection,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "acks": "all",
+            "message.max.bytes": PRODUCER_MAX_BYTES,
+        }
+        client_logging(name, settings)
+        self._producer = Producer(settings)
+        admin_settings = dict(connection)
+        client_logging(f"{name} (admin)", admin_settings)
+        self._admin = AdminClient(admin_settings)  # type: ignore[arg-type]
         self._deferred: list[tuple[Acknowledge, str | None]] = []
 
     def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
