@@ -223,12 +223,15 @@ def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
     done: dict[bytes, int] = {}
     lock = threading.Lock()
     done_when_key_started: dict[bytes, int] = {}
+    first_start: dict[int, float] = {}  # partition -> its first handler start, for diagnosis
+    began = time.monotonic()
 
     def handle(message: Message) -> None:
         key = message.key or b""
         with lock:
             if key not in done_when_key_started:
                 done_when_key_started[key] = max(done.values(), default=0)
+            first_start.setdefault(message.partition, time.monotonic() - began)
             started.append(key)
         time.sleep(work)
         with lock:
@@ -245,8 +248,11 @@ def test_every_key_starts_early_when_the_backlog_exceeds_the_buffer(
     ).run(max_messages=len(records))
     assert len(done_when_key_started) == keys
     latest = max(done_when_key_started.values())
+    firsts = {p: round(t * 1000) for p, t in sorted(first_start.items())}
     assert latest <= per_key // 20, (
-        f"a key started only after another had finished {latest} of {per_key} messages"
+        f"a key started only after another had finished {latest} of {per_key} messages; "
+        f"first start per partition (ms after run()): {firsts}; "
+        f"{threading.active_count()} threads alive"
     )
 
 

@@ -214,9 +214,15 @@ def test_engine_matches_the_sequential_run(
     assert committed == ends
 
 
-def test_run_script_verifies_and_times_an_engine(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source_kind", SOURCES)
+def test_run_script_verifies_and_times_an_engine(
+    source_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """The script runs from anywhere: its directory is on sys.path, which spawned workers get."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    kafka = []
+    if source_kind == "kafka":
+        kafka = ["--bootstrap-servers", request.getfixturevalue("kafka_bootstrap")]
     done = subprocess.run(
         [
             sys.executable,
@@ -227,6 +233,7 @@ def test_run_script_verifies_and_times_an_engine(tmp_path: Path) -> None:
             "5000",
             "--clients",
             "100",
+            *kafka,
         ],
         capture_output=True,
         text=True,

@@ -2,12 +2,15 @@
 
     python examples/ledger/run.py --engine async --transactions 100000
     python examples/ledger/run.py                 # every engine, one after the other
+    python examples/ledger/run.py --bootstrap-servers 127.0.0.1:9092   # on Kafka
 
 For each engine: a fresh in-memory EmbeddedLog with ``--partitions`` partitions, the
 generated transactions produced into it keyed by client, one consumer with
 ``ordering="key"``, and the final balances (available, held, total, locked and the count
 of rejected transactions per client) compared with a plain sequential loop over the same
-list. Exits 1 if any engine disagrees.
+list. Exits 1 if any engine disagrees. With ``--bootstrap-servers`` the transactions go
+into a new topic on that Kafka cluster instead (created once, read by a new consumer
+group per engine).
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ import argparse
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from generator import generate, reference
 from service import ENGINES, TOPIC, consume, differences, records
 
 import laneway
+import laneway.kafka
+from laneway.sources.base import Source
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=None, help="engine default if unset")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="use this Kafka cluster, not the embedded log",
+    )
     args = parser.parse_args(argv)
 
     start = time.perf_counter()
@@ -44,21 +55,35 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{name} {n:,}" for name, n in sorted(outcomes.items()))
     )
     pairs = records(transactions)
+    kafka_topic = None
+    if args.bootstrap_servers:
+        kafka_topic = f"{TOPIC}-{uuid.uuid4().hex[:8]}"
+        laneway.kafka.create_topic(args.bootstrap_servers, kafka_topic, args.partitions)
+        laneway.kafka.produce(args.bootstrap_servers, kafka_topic, pairs)
+        print(f"produced to Kafka topic {kafka_topic} at {args.bootstrap_servers}")
     failed = False
     for engine in ENGINES if args.engine == "all" else (args.engine,):
-        log = laneway.EmbeddedLog()
-        log.create_topic(TOPIC, partitions=args.partitions)
-        log.produce_many(TOPIC, pairs)
+        group = f"ledger-{engine}-{uuid.uuid4().hex[:8]}"
+        log: laneway.EmbeddedLog | None = None
+        source: Source
+        if kafka_topic is not None:
+            source = laneway.KafkaSource(args.bootstrap_servers, group, [kafka_topic])
+        else:
+            log = laneway.EmbeddedLog()
+            log.create_topic(TOPIC, partitions=args.partitions)
+            log.produce_many(TOPIC, pairs)
+            source = log.subscribe([TOPIC], group=group)
         concurrency = 1 if engine == "sync" else args.concurrency
         with tempfile.TemporaryDirectory(prefix="ledger-changelog-") as changelog_dir:
             run = consume(
-                log.subscribe([TOPIC], group=f"ledger-{engine}"),
+                source,
                 engine,
                 len(pairs),
                 changelog_dir=Path(changelog_dir),
                 concurrency=concurrency,
             )
-        log.close()
+        if log is not None:
+            log.close()
         wrong = differences(wanted, run.balances)
         verdict = "PASS" if not wrong and run.stats.processed == len(pairs) else "FAIL"
         failed = failed or verdict == "FAIL"
