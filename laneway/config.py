@@ -29,6 +29,8 @@ from laneway.options import (
     OptionSpec,
     Ordering,
     OrderingName,
+    StallAction,
+    StallActionName,
     choice_of,
     duration,
     flag,
@@ -199,6 +201,17 @@ class ConsumerConfig:
             "above the slowest legitimate handler call, retries included",
         ),
     )
+    on_stall: StallAction = option(
+        StallAction.WARN,
+        OptionSpec(
+            "what a stall does: warn (log it, report it in stats() and /readyz) or exit "
+            "(also end the process with exit code 4, so an orchestrator restarts it)",
+            choice_of(StallAction),
+            "choice",
+            "exit when a stuck handler cannot recover by itself and a restart is cheap",
+            choices=names(StallAction),
+        ),
+    )
     max_retries: int = option(
         3,
         OptionSpec(
@@ -348,6 +361,7 @@ class ConsumerOptions(TypedDict, total=False):
     metadata_max_bytes: int
     handle_signals: bool
     stall_timeout: float
+    on_stall: StallActionName | StallAction
     max_retries: int
     retry_backoff: float
     retry_backoff_max: float

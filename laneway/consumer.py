@@ -15,6 +15,7 @@ from laneway.control.plane import ControlPlane
 from laneway.engines.factory import build_engine
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
+from laneway.health import Health
 from laneway.options import EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
@@ -71,6 +72,7 @@ class Consumer:
         self._abort = threading.Event()
         self._plane: ControlPlane | None = None
         self._ran = False
+        self._state = "new"
 
     def run(
         self, max_messages: int | None = None, idle_timeout: float | None = None
@@ -113,6 +115,24 @@ class Consumer:
         if self._plane is not None:
             self._plane.completions.wake()
 
+    def health(self) -> Health:
+        """Whether the consumer is alive and ready (see :class:`laneway.health.Health`);
+        safe to call from any thread, e.g. an HTTP probe's."""
+        state = self._state
+        live = state in ("starting", "running", "stopping")
+        stalled = () if self._plane is None else self._plane.stats().stalled
+        reason = ""
+        if state != "running":
+            reason = f"the consumer is {state}"
+        elif stalled:
+            worst = max(stalled, key=lambda s: s.seconds)
+            reason = (
+                f"{len(stalled)} message(s) in their handler longer than stall_timeout="
+                f"{self.config.stall_timeout:g} s, the oldest {worst.topic}[{worst.partition}]"
+                f"@{worst.offset} (key {worst.key!r}) for {worst.seconds:.1f} s"
+            )
+        return Health(live, live and not reason, state, reason, stalled)
+
     def stats(self) -> ConsumerStats:
         """A snapshot of counters, commits and latency; safe to call from any thread."""
         if self._plane is None:
@@ -136,20 +156,27 @@ class Consumer:
         idle_timeout: float | None,
         loop: asyncio.AbstractEventLoop | None,
     ) -> ConsumerStats:
+        self._state = "starting"
         engine = build_engine(self.config, self._handler, self._stop, loop)
         plane = ControlPlane(self._source, engine, self.config, self._stop)
         try:
             engine.start(plane.completions)
         except BaseException:
+            self._state = "stopped"
             engine.close(0.0)
             self._source.close()
             raise
         self._plane = plane
         try:
             self._source.open(plane)
+            self._state = "running"
             plane.run(max_messages, idle_timeout)
         finally:
-            plane.shut_down(self._abort)
+            self._state = "stopping"
+            try:
+                plane.shut_down(self._abort)
+            finally:
+                self._state = "stopped"
         return plane.stats()
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:

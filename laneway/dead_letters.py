@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from laneway.config import ConsumerConfig
+from laneway.failure_log import FailureLog
 from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
 from laneway.producing.producer import OutgoingRecord
@@ -70,6 +71,7 @@ class DeadLetterRouter:
             if config.poison_threshold is None
             else KeyCircuitBreaker(config.poison_threshold, config.poison_cooldown)
         )
+        self._log = FailureLog()
         self.dead_lettered = 0
 
     @property
@@ -122,22 +124,29 @@ class DeadLetterRouter:
         for failure, tries in self._callbacks.due():
             self._call_back(failure, tries)
         for failure in self._writes.poll():
-            self.dead_lettered += 1
-            self._metrics.increment(Metric.DEAD_LETTERS, 1, (failure.message.topic,))
-            _log_failure(failure, f"dead-lettered to {self._topic_for(failure)}")
-            self._settled.append(failure.message)
+            self._dead_lettered(failure)
+        self._log.tick()
         settled, self._settled = self._settled, []
         return settled
 
     def close(self, timeout: float) -> None:
         self._writes.close(timeout)
+        for failure in self._writes.poll():
+            self._dead_lettered(failure)
+        self._log.flush()
+
+    def _dead_lettered(self, failure: Failure) -> None:
+        self.dead_lettered += 1
+        self._metrics.increment(Metric.DEAD_LETTERS, 1, (failure.message.topic,))
+        self._log.failed(failure, f"dead-lettered to {self._topic_for(failure)}")
+        self._settled.append(failure.message)
 
     def _deliver(self, failure: Failure) -> None:
         if self._on_failure is not None:
             self._unsettled_callbacks += 1
             self._call_back(failure, 0)
         elif self._config.dead_letter_topic is None:
-            _log_failure(failure, "dropped (dead_letter_topic=None)")
+            self._log.failed(failure, "dropped (dead_letter_topic=None)")
             self._settled.append(failure.message)
         else:
             m = failure.message
@@ -155,27 +164,10 @@ class DeadLetterRouter:
             log.warning("on_failure raised %r; retrying in %.2fs", error, delay)
             return
         self._unsettled_callbacks -= 1
-        _log_failure(failure, "handed to on_failure")
+        self._log.failed(failure, "handed to on_failure")
         self._settled.append(failure.message)
 
     def _topic_for(self, failure: Failure) -> str:
         template = self._config.dead_letter_topic
         assert template is not None
         return template.format(topic=failure.message.topic)
-
-
-def _log_failure(failure: Failure, outcome: str) -> None:
-    m = failure.message
-    log.error(
-        "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s",
-        m.topic,
-        m.partition,
-        m.offset,
-        m.key,
-        failure.attempts,
-        failure.error_type,
-        failure.error_message,
-        outcome,
-        f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
-        extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
-    )

@@ -20,6 +20,8 @@ OrderingName = Literal["key", "partition", "unordered"]
 """The values of :class:`Ordering`, for type checkers (a test keeps the two equal)."""
 EventLoopName = Literal["auto", "asyncio", "uvloop"]
 """The values of :class:`EventLoop`, for type checkers (a test keeps the two equal)."""
+StallActionName = Literal["warn", "exit"]
+"""The values of :class:`StallAction`, for type checkers (a test keeps the two equal)."""
 
 
 class EngineKind(str, enum.Enum):
@@ -64,6 +66,23 @@ class EventLoop(str, enum.Enum):
     AUTO = "auto"
     ASYNCIO = "asyncio"
     UVLOOP = "uvloop"
+
+
+class StallAction(str, enum.Enum):
+    """What happens when a message has been in its handler longer than ``stall_timeout``.
+
+    ``warn`` (default): a WARNING naming it, and ``stats().stalled`` / a 503 from
+    ``/readyz`` while it lasts. ``exit``: also end the process with exit code
+    :data:`STALL_EXIT_CODE`, without draining (a stuck thread cannot be drained), so an
+    orchestrator restarts it; unfinished work is replayed, as after any crash.
+    """
+
+    WARN = "warn"
+    EXIT = "exit"
+
+
+STALL_EXIT_CODE = 4
+"""The exit code of a process ended by ``on_stall="exit"``."""
 
 
 class WhenFull(str, enum.Enum):

@@ -93,6 +93,7 @@ def test_a_hung_handler_is_reported_as_stalled_and_then_released(
         while not consumer.stats().stalled and time.monotonic() < deadline:
             time.sleep(0.05)
         stats = consumer.stats()
+        health = consumer.health()
         release.set()
         runner.join(10)
     [stall] = stats.stalled
@@ -103,6 +104,11 @@ def test_a_hung_handler_is_reported_as_stalled_and_then_released(
     assert f"on orders[{stall.partition}]@0 (key b'stuck')" in warnings[0]
     assert done and done[0].handled == 2 and done[0].stalled == ()
     assert done[0].oldest_in_flight == 0.0
+    assert health.live and not health.ready and health.state == "running"
+    assert "longer than stall_timeout=0.3 s" in health.reason and "(key b'stuck')" in health.reason
+    assert health.as_json()["stalled"][0]["key"] == "stuck"
+    after = consumer.health()
+    assert (after.live, after.ready, after.state) == (False, False, "stopped")
 
 
 @pytest.mark.parametrize("engine", ["thread", "async"])

@@ -23,6 +23,8 @@ from laneway.options import (
     EventLoopName,
     Ordering,
     OrderingName,
+    StallAction,
+    StallActionName,
     names,
 )
 
@@ -33,7 +35,12 @@ def test_the_typed_keywords_are_exactly_the_options() -> None:
 
 @pytest.mark.parametrize(
     ("literal", "enum_type"),
-    [(EngineName, EngineKind), (OrderingName, Ordering), (EventLoopName, EventLoop)],
+    [
+        (EngineName, EngineKind),
+        (OrderingName, Ordering),
+        (EventLoopName, EventLoop),
+        (StallActionName, StallAction),
+    ],
 )
 def test_literal_names_equal_their_enum(literal: object, enum_type: type) -> None:
     assert get_args(literal) == names(enum_type)

@@ -62,7 +62,7 @@ class ControlPlane:
         self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
-        self._stalls = StallWatch(engine, config.stall_timeout)
+        self._stalls = StallWatch(engine, config.stall_timeout, config.on_stall)
 
     # -- the loop ---------------------------------------------------------------------
 

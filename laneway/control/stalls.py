@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from laneway.engines.base import Engine
+from laneway.options import STALL_EXIT_CODE, StallAction
 from laneway.types import Message, PartitionId, Stall
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,8 @@ class StallWatch:
     partition, offset, key and age. :attr:`report` is the latest look, for ``stats()``
     and metrics.
 
+    With ``action=StallAction.EXIT`` the first stall also ends the process (exit code
+    :data:`~laneway.options.STALL_EXIT_CODE`, no drain: a stuck thread cannot be drained).
     It runs on its own thread because the control thread may be the one that is stuck
     (the sync engine runs handlers on it). Nothing is interrupted: a thread cannot be,
     and ``handler_timeout`` (async and process engines) is what bounds an attempt. The
@@ -40,9 +45,17 @@ class StallWatch:
     the process engine from when the watch first saw it running (within a second).
     """
 
-    def __init__(self, engine: Engine, timeout: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        timeout: float,
+        action: StallAction = StallAction.WARN,
+        exit_process: Callable[[int], object] = os._exit,
+    ) -> None:
         self._engine = engine
         self._timeout = timeout
+        self._action = action
+        self._exit = exit_process
         self._interval = min(CHECK_EVERY, timeout / 4)
         self._warned: set[tuple[str, int, int]] = set()
         self._stop = threading.Event()
@@ -72,6 +85,14 @@ class StallWatch:
                 stalls.append(_stall(message, age))
         self._warn(stalls)
         self.report = InFlightReport(max(oldest.values(), default=0.0), oldest, tuple(stalls))
+        if stalls and self._action is StallAction.EXIT:
+            log.critical(
+                "on_stall='exit': ending the process with exit code %d; unfinished messages "
+                "are replayed by the next consumer",
+                STALL_EXIT_CODE,
+            )
+            logging.shutdown()
+            self._exit(STALL_EXIT_CODE)
         return self.report
 
     def _run(self) -> None:

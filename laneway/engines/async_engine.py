@@ -64,6 +64,7 @@ class AsyncEngine:
         self._inbox_lock = threading.Lock()
         self._inbox: list[Message] = []
         self._feed_pending = False
+        self._opened = False
 
     def start(self, completions: Completions) -> None:
         self._completions = completions
@@ -73,6 +74,9 @@ class AsyncEngine:
                 target=self._loop.run_forever, name="laneway-async", daemon=True
             )
             self._thread.start()
+        opening = self._invoker.lifecycle.open_async()
+        asyncio.run_coroutine_threadsafe(opening, self._loop).result()
+        self._opened = True
         self._call(self._spawn_workers, None)
 
     def submit(self, messages: list[Message]) -> None:
@@ -207,11 +211,13 @@ class AsyncEngine:
         for run in self._runs.values():
             run.clear()
         self._wake(len(self._idle))
-        if not self._workers:
-            return
-        _, pending = await asyncio.wait(self._workers, timeout=timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=1.0)
-        self._workers.clear()
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+            self._workers.clear()
+        if self._opened:
+            self._opened = False
+            await self._invoker.lifecycle.close_async()

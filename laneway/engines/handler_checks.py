@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from laneway.errors import ConfigError, HandlerImportError
+from laneway.lifecycle import Lifecycle
 from laneway.options import EngineKind
 
 
@@ -37,6 +38,7 @@ def check_handler(handler: object, engine: EngineKind) -> None:
             f"handler is 'async def' but engine={engine.value!r} calls it synchronously; "
             "use engine='async'"
         )
+    Lifecycle.of(handler).check(handler, runs_async=engine is EngineKind.ASYNC)
     if engine is EngineKind.PROCESS:
         check_importable(handler)
 

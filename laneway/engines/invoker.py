@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, MutableSequence, Sequence
 from typing import Protocol
 
 from laneway.engines.base import Completions, InFlight
+from laneway.lifecycle import Lifecycle
 from laneway.retry import (
     ErrorInfo,
     Interrupted,
@@ -114,6 +115,8 @@ class Invoker:
         is_async: bool = False,
     ) -> None:
         self.policy = policy
+        self.lifecycle = Lifecycle.of(handler)
+        """The handler's ``open()``/``close()``: engines call them once per worker."""
         self._sync: SyncHandler = handler
         self._async: AsyncHandler = handler  # type: ignore[assignment]
         for hook in reversed(hooks):

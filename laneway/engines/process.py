@@ -47,7 +47,14 @@ from laneway.engines.base import Completions
 from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.invoker import AttemptHook
 from laneway.engines.process_placement import LanePlacement
-from laneway.engines.process_slot import Batch, Slot, WorkerProcess, decode_reply, stop_all
+from laneway.engines.process_slot import (
+    OPEN_FAILED,
+    Batch,
+    Slot,
+    WorkerProcess,
+    decode_reply,
+    stop_all,
+)
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
@@ -235,6 +242,8 @@ class ProcessEngine:
                         "consumer when imported, guard that with `if __name__ == '__main__':` "
                         "- workers are spawned and import the main module again"
                     ) from None
+                if error is not None and error.startswith(OPEN_FAILED):
+                    raise LanewayError(f"handler {name} could not start in a worker: {error}")
                 if error is not None:
                     raise HandlerImportError(import_advice(name, f"a worker reported {error}"))
 

@@ -35,6 +35,8 @@ from laneway.types import Failure, Message
 MAX_DEATHS = 3
 """Worker deaths while one message (or batch) runs before it is reported failed."""
 WORKER_DIED = "WorkerDied"
+OPEN_FAILED = "open failed: "
+"""The start of a handshake error that comes from the handler's ``open()``."""
 TIMED_OUT = "TimeoutError"
 
 _row: type[tuple[object, ...]] = tuple
@@ -107,8 +109,11 @@ class WorkerProcess:
         self.ready = False
 
     def handshake(self, data: bytes) -> str | None:
-        """Read the worker's first message: ``None`` when it is ready, else its error text."""
+        """Read the worker's first message: ``None`` when it is ready, else its error text
+        (starting with :data:`OPEN_FAILED` when the handler's ``open()`` raised)."""
         kind, detail = pickle.loads(data)
+        if kind == "open-failed":
+            return f"{OPEN_FAILED}{detail}"
         if kind != "ready":
             return str(detail)
         self.ready, self.pid = True, int(detail)

@@ -4,8 +4,10 @@ A worker is started (by :class:`laneway.engines.process_slot.WorkerProcess`, for
 :class:`laneway.engines.process.ProcessEngine`) with the ``spawn`` start method and talks
 to the parent over one duplex pipe:
 
-* at start-up it unpickles the handler (importing it by name) and sends one handshake,
-  ``("ready", pid)`` or ``("error", text)``;
+* at start-up it unpickles the handler (importing it by name), calls its ``open()`` if it
+  has one (see :mod:`laneway.lifecycle`) and sends one handshake, ``("ready", pid)``,
+  ``("error", text)`` (unpickling failed) or ``("open-failed", text)``; its ``close()``
+  runs when the worker exits;
 * then the parent sends batches, ``pickle.dumps((batch_id, [message tuple | None, ...]))``
   (``None`` marks a message the parent already gave up on, see the engine's docs), and
   the worker answers each with one small reply, ``(batch_id, failures, seconds)``, where
@@ -52,6 +54,22 @@ def worker_main(
     if policy.timeout is not None:
         hooks = (*hooks, AttemptStamp(progress))
     invoker = Invoker(handler, policy, hooks)
+    try:
+        invoker.lifecycle.open_now()
+    except BaseException as error:
+        name, text = describe(error)
+        conn.send_bytes(
+            pickle.dumps(("open-failed", f"the handler's open() raised {name}: {text}"))
+        )
+        return
+    try:
+        _serve(conn, invoker, progress)
+    finally:
+        invoker.lifecycle.close_now()
+
+
+def _serve(conn: Connection, invoker: Invoker, progress: MutableSequence[int]) -> None:
+    """Answer batches until the parent says "exit" or goes away."""
     conn.send_bytes(pickle.dumps(("ready", os.getpid())))
     inbox: SimpleQueue[bytes | None] = SimpleQueue()
     threading.Thread(

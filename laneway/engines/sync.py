@@ -28,6 +28,7 @@ class SyncEngine:
         self._slot = InFlight()
 
     def start(self, completions: Completions) -> None:
+        self._invoker.lifecycle.open_now()
         self._completions = completions
 
     def submit(self, messages: list[Message]) -> None:
@@ -59,4 +60,6 @@ class SyncEngine:
         return [] if item is None else [item]
 
     def close(self, timeout: float) -> None:
-        self._completions = None
+        if self._completions is not None:
+            self._completions = None
+            self._invoker.lifecycle.close_now()

@@ -79,6 +79,7 @@ class ThreadEngine:
         self._threads: list[threading.Thread] = []
         self._runs: dict[int, deque[Message]] = {}
         self._slots = [InFlight() for _ in range(concurrency)]
+        self._started = False
         self._executing = 0
         self._cost: float | None = None
         self._costs: deque[float] = deque(maxlen=COST_SAMPLES)
@@ -86,6 +87,8 @@ class ThreadEngine:
         self._completions = Completions()
 
     def start(self, completions: Completions) -> None:
+        self._invoker.lifecycle.open_now()
+        self._started = True
         self._completions = completions
         for index in range(self._concurrency):
             thread = threading.Thread(
@@ -132,6 +135,9 @@ class ThreadEngine:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
+        if self._started:
+            self._started = False
+            self._invoker.lifecycle.close_now()
 
     def _threads_to_wake(self) -> int:
         scheduler = self._scheduler

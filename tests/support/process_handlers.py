@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -166,3 +167,48 @@ def fail_bad_amounts(message: Message) -> None:
     """Raises ValueError (from parse_amount, so tracebacks have two frames) for b"bad"."""
     if message.value == b"bad":
         parse_amount(message)
+
+
+class SqliteWriter:
+    """A handler with resources: ``open()`` connects to a SQLite database (a real one, a
+    file ``<path>.<pid>`` per worker process: one writer's open transaction would lock
+    out the others) and notes the pid, each message is inserted, ``close()`` commits and
+    disconnects. Rows become visible only once ``close()`` ran, so a test sees both."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.connection: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        database = f"{self.path}.{os.getpid()}"
+        self.connection = sqlite3.connect(database, timeout=30, check_same_thread=False)
+        with self.connection:  # the open itself is committed at once
+            self.connection.execute("CREATE TABLE IF NOT EXISTS opens (pid INTEGER)")
+            self.connection.execute("INSERT INTO opens VALUES (?)", (os.getpid(),))
+        self.connection.execute("CREATE TABLE IF NOT EXISTS seen (pid INTEGER, offset INTEGER)")
+
+    def close(self) -> None:
+        assert self.connection is not None
+        self.connection.commit()
+        self.connection.close()
+        self.connection = None
+
+    def __call__(self, message: Message) -> None:
+        assert self.connection is not None, "open() runs before the first message"
+        self.connection.execute("INSERT INTO seen VALUES (?, ?)", (os.getpid(), message.offset))
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"path": self.path, "connection": None}
+
+
+class AsyncSqliteWriter(SqliteWriter):
+    """:class:`SqliteWriter` with ``async def`` methods, for the async engine."""
+
+    async def open(self) -> None:  # type: ignore[override]
+        SqliteWriter.open(self)
+
+    async def close(self) -> None:  # type: ignore[override]
+        SqliteWriter.close(self)
+
+    async def __call__(self, message: Message) -> None:  # type: ignore[override]
+        SqliteWriter.__call__(self, message)

@@ -1,0 +1,87 @@
+"""FailureLog: one ERROR line per failed message, until a flood makes it a summary."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from laneway.types import Failure
+
+log = logging.getLogger("laneway.dead_letters")
+
+BURST = 10
+"""Failures logged one by one (with their traceback) per ``WINDOW``."""
+WINDOW = 60.0
+"""Seconds after which the failures not logged one by one are summed up in one line."""
+
+
+class FailureLog:
+    """Logs each final failure at ERROR, naming position, key, error and outcome, with the
+    traceback; past ``burst`` failures in a ``window``, the rest are only counted and one
+    summary line per window says how many there were, per topic, error type and outcome
+    (a poison flood would otherwise write a line and a traceback per message).
+
+    Used from the control thread only; :meth:`flush` writes a pending summary.
+    """
+
+    def __init__(
+        self,
+        burst: int = BURST,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._burst = burst
+        self._window = window
+        self._clock = clock
+        self._window_start = clock()
+        self._logged = 0
+        self._held: Counter[tuple[str, str, str]] = Counter()
+
+    def failed(self, failure: Failure, outcome: str) -> None:
+        """``failure`` was settled with ``outcome`` (e.g. ``dead-lettered to orders.dlq``)."""
+        self.tick()
+        if self._logged < self._burst:
+            self._logged += 1
+            _log_one(failure, outcome)
+        else:
+            self._held[(failure.message.topic, failure.error_type, outcome)] += 1
+
+    def tick(self) -> None:
+        """Start a new window when the current one is over (writing its summary)."""
+        now = self._clock()
+        if now - self._window_start >= self._window:
+            self.flush()
+            self._window_start = now
+
+    def flush(self) -> None:
+        """Write the summary of the failures held back since the window began."""
+        if self._held:
+            parts = [f"{topic}: {kind} {n:,} ({outcome})" for (topic, kind, outcome), n in
+                     self._held.most_common()]  # fmt: skip
+            log.error(
+                "%s more messages failed in the last %.0f s without a line each: %s",
+                f"{sum(self._held.values()):,}",
+                self._clock() - self._window_start,
+                "; ".join(parts),
+            )
+            self._held.clear()
+        self._logged = 0
+
+
+def _log_one(failure: Failure, outcome: str) -> None:
+    m = failure.message
+    log.error(
+        "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s",
+        m.topic,
+        m.partition,
+        m.offset,
+        m.key,
+        failure.attempts,
+        failure.error_type,
+        failure.error_message,
+        outcome,
+        f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
+        extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
+    )

@@ -1,0 +1,46 @@
+"""Health: whether a consumer is alive and ready, for probes and orchestrators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from laneway.types import Stall
+
+
+@dataclass(frozen=True)
+class Health:
+    """A consumer's health at one moment (``Consumer.health()``).
+
+    ``live``: its ``run()`` is in progress (starting, running or draining): a probe that
+    sees False should restart the process. ``ready``: live, connected to its source
+    (``open()`` succeeded) and no message in its handler longer than ``stall_timeout``.
+    ``state`` is ``new``, ``starting``, ``running``, ``stopping`` or ``stopped``;
+    ``reason`` says in words why it is not ready (empty when it is); ``stalled`` lists the
+    stalled messages.
+    """
+
+    live: bool
+    ready: bool
+    state: str
+    reason: str = ""
+    stalled: tuple[Stall, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-serialisable form (message keys as text, undecodable bytes escaped)."""
+        return {
+            "live": self.live,
+            "ready": self.ready,
+            "state": self.state,
+            "reason": self.reason,
+            "stalled": [
+                {
+                    "topic": s.topic,
+                    "partition": s.partition,
+                    "offset": s.offset,
+                    "key": None if s.key is None else s.key.decode("utf-8", "backslashreplace"),
+                    "seconds": round(s.seconds, 3),
+                }
+                for s in self.stalled
+            ],
+        }
