@@ -9,6 +9,7 @@ import click
 from laneway import __version__
 from laneway.bench.command import bench
 from laneway.options import EngineKind, names
+from laneway.service.command import run
 
 ENGINES = names(EngineKind)
 
@@ -63,3 +64,4 @@ def demo(messages: int, partitions: int, keys: int, work_ms: float, engines: str
 
 
 main.add_command(bench)
+main.add_command(run)

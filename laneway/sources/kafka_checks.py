@@ -79,6 +79,6 @@ def check_topics(consumer: Consumer, topics: Sequence[str], timeout: float) -> N
     if missing:
         raise UnknownTopicError(
             f"unknown topic {', '.join(repr(t) for t in missing)}: the cluster does not have "
-            "it; create it first, or pass KafkaSource(..., wait_for_topics=True) to wait "
-            "until it appears"
+            "it; create it first, or wait until it appears with wait_for_topics=True "
+            "(laneway run --wait-for-topics)"
         )

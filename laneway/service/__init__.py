@@ -1,0 +1,1 @@
+"""``laneway run``: a handler as a deployable worker (settings, members, health, logs)."""

@@ -1,0 +1,260 @@
+"""The settings of ``laneway run``: every consumer option plus the service's own, resolved
+from flags, ``LANEWAY_*`` environment variables, a TOML file and defaults, in that order.
+
+Consumer options come from :func:`laneway.config.option_specs` (one list for the library
+and the service); the service's own settings are :data:`SERVICE_SPECS`. Each resolved
+value remembers where it came from, for ``--print-config``. librdkafka settings live in
+the TOML file's ``[kafka]`` table and pass through to the client as they are.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from laneway.config import env_variable, option_defaults, option_specs
+from laneway.errors import ConfigError
+from laneway.options import OptionSpec, duration, flag, number
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+Origin = str
+"""Where a value came from: ``flag``, ``env``, ``file`` or ``default``."""
+
+ENV_TYPO_CUTOFF = 0.85
+"""How close an unknown ``LANEWAY_*`` variable must be to a known one to count as a typo
+(an error); others are left alone, since other tools use the prefix too."""
+
+MEMBER_VARIABLE = "LANEWAY_MEMBER_INDEX"
+"""Set by the ``--members`` supervisor for each member process (0, 1, ...)."""
+TOOL_VARIABLES = frozenset(
+    {
+        MEMBER_VARIABLE,
+        "LANEWAY_KAFKA_BOOTSTRAP",
+        "LANEWAY_KAFKA_START_TIMEOUT",
+        "LANEWAY_POSTGRES_DSN",
+        "LANEWAY_TEST_RECORD_DIR",
+        "LANEWAY_DEMO_WORK_MS",
+    }
+)
+"""Variables of laneway's own scripts and supervisor: never taken for misspelt settings."""
+
+SECRET_WORDS = ("password", "secret", "jaas", "token", "credential", "ssl.key")
+"""Settings whose name contains one of these are shown as ``***`` by ``--print-config``."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}={value!r} is not valid; expected a non-empty string")
+    return value.strip()
+
+
+def _optional_text(value: object, name: str) -> str | None:
+    return None if value is None else _text(value, name)
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[object, str], str]:
+    def check(value: object, name: str) -> str:
+        if not isinstance(value, str) or value.lower() not in allowed:
+            raise ConfigError(
+                f"{name}={value!r} is not valid; allowed values: {', '.join(allowed)}"
+            )
+        return value.lower()
+
+    return check
+
+
+def _topics(value: object, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{name}={value!r} is not valid; expected a list of topic names")
+    return tuple(_text(item, name) for item in items)
+
+
+def _port(value: object, name: str) -> int | None:
+    port = number(minimum=0, nullable=True)(value, name)
+    if port is not None and port > 65_535:
+        raise ConfigError(f"{name}={value!r} is not valid; expected a port from 0 to 65535")
+    return port
+
+
+SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
+    "handler": (None, OptionSpec("the handler, MODULE:ATTR", _optional_text, "text")),
+    "bootstrap_servers": (
+        None,
+        OptionSpec("Kafka bootstrap servers, HOST:PORT[,...]", _optional_text, "text"),
+    ),
+    "group": (None, OptionSpec("the consumer group", _optional_text, "text")),
+    "topics": ((), OptionSpec("topics to consume (repeat --topic)", _topics, "text")),
+    "log_dir": (
+        None,
+        OptionSpec("a durable embedded log directory instead of Kafka", _optional_text, "text"),
+    ),
+    "connect_timeout": (
+        10.0,
+        OptionSpec("seconds to wait for a Kafka broker at start-up", duration(), "seconds"),
+    ),
+    "wait_for_topics": (
+        False,
+        OptionSpec("wait for topics that do not exist yet instead of failing", flag, "bool"),
+    ),
+    "members": (1, OptionSpec("consumer processes in the group, supervised", number(), "int")),
+    "health_port": (
+        None,
+        OptionSpec("port of /livez and /readyz (member i: port + i)", _port, "int", nullable=True),
+    ),
+    "log_level": (
+        "info",
+        OptionSpec("log level", _one_of(LOG_LEVELS), "choice", choices=LOG_LEVELS),
+    ),
+    "log_format": (
+        "text",
+        OptionSpec("log line format", _one_of(LOG_FORMATS), "choice", choices=LOG_FORMATS),
+    ),
+}
+"""The service's own settings: name -> (default, spec). Flags are ``--name-with-dashes``,
+variables ``LANEWAY_NAME``, TOML keys the name (``topics`` may also be ``topic``)."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Every setting's value and origin, the consumer options apart, and the ``[kafka]``
+    table (librdkafka settings, passed through)."""
+
+    values: dict[str, Any]
+    origins: dict[str, Origin]
+    consumer_options: dict[str, Any]
+    kafka: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def describe(self) -> list[tuple[str, str, Origin]]:
+        """``(name, shown value, origin)`` per setting, secrets redacted, for humans."""
+        rows = [(name, _show(self.values[name]), self.origins[name]) for name in self.values]
+        rows += [
+            (f"kafka.{key}", "***" if _secret(key) else _show(value), "file")
+            for key, value in self.kafka.items()
+        ]
+        return rows
+
+
+def all_specs() -> dict[str, tuple[object, OptionSpec]]:
+    """Service settings then consumer options (those that can be set from text)."""
+    consumer = {
+        name: (option_defaults()[name], spec)
+        for name, spec in option_specs().items()
+        if spec.from_text
+    }
+    return {**SERVICE_SPECS, **consumer}
+
+
+def resolve(
+    flags: Mapping[str, object], environ: Mapping[str, str], config_file: Path | None
+) -> Resolved:
+    """Resolve every setting: flag > ``LANEWAY_*`` variable > TOML file > default.
+
+    ``flags`` holds only the flags given (text, or a tuple for ``--topic``). Unknown TOML
+    keys, and unknown variables that look like a misspelt known one, are ConfigErrors
+    naming them and the closest valid name.
+    """
+    specs = all_specs()
+    file_values, kafka = _read_file(config_file, specs) if config_file else ({}, {})
+    env_values = _read_environment(environ, specs)
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    for name, (default, spec) in specs.items():
+        for origin, layer in (("flag", flags), ("env", env_values), ("file", file_values)):
+            if name in layer and layer[name] is not None:
+                raw = layer[name]
+                if isinstance(raw, str) and spec.kind not in ("text", "choice"):
+                    raw = spec.parse(raw, name)
+                elif isinstance(raw, str) and spec.nullable and raw.strip().lower() == "none":
+                    raw = None
+                values[name], origins[name] = spec.check(raw, name), origin
+                break
+        else:
+            values[name], origins[name] = default, "default"
+    consumer_names = option_specs()
+    consumer = {name: values[name] for name in values if name in consumer_names}
+    return Resolved(values, origins, consumer, kafka)
+
+
+def closest(name: str, known: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
+    match = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def _read_file(path: Path, specs: Mapping[str, object]) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"--config {path}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--config {path}: not valid TOML: {error}") from None
+    kafka = document.pop("kafka", {})
+    if not isinstance(kafka, dict):
+        raise ConfigError(f"--config {path}: [kafka] must be a table of librdkafka settings")
+    kafka = _flatten(kafka)
+    if "topic" in document and "topics" not in document:
+        document["topics"] = [document.pop("topic")]
+    for key in document:
+        if key not in specs:
+            known = [*specs, "kafka"]
+            raise ConfigError(f"--config {path}: unknown key {key!r}{closest(key, known)}")
+    return document, kafka
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """librdkafka names have dots, which TOML reads as nested tables unless quoted:
+    ``session.timeout.ms = 6000`` and ``"session.timeout.ms" = 6000`` mean the same."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _read_environment(environ: Mapping[str, str], specs: Mapping[str, object]) -> dict[str, str]:
+    by_variable = {env_variable(name): name for name in specs}
+    found: dict[str, str] = {}
+    for variable, value in environ.items():
+        if variable in by_variable:
+            found[by_variable[variable]] = value
+        elif variable.startswith("LANEWAY_") and variable not in TOOL_VARIABLES:
+            match = difflib.get_close_matches(variable, list(by_variable), 1, ENV_TYPO_CUTOFF)
+            if match:
+                raise ConfigError(
+                    f"unknown environment variable {variable}; did you mean {match[0]}?"
+                )
+    return found
+
+
+def _secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, enum.Enum):
+        return repr(value.value)
+    if isinstance(value, tuple):
+        return ", ".join(value) if value else "(none)"
+    return repr(value)
