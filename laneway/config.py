@@ -31,6 +31,8 @@ from laneway.options import (
     OrderingName,
     StallAction,
     StallActionName,
+    TracingMode,
+    TracingModeName,
     choice_of,
     duration,
     flag,
@@ -294,6 +296,16 @@ class ConsumerConfig:
             choices=names(EventLoop),
         ),
     )
+    tracing: TracingMode = option(
+        TracingMode.AUTO,
+        OptionSpec(
+            "OpenTelemetry spans per handler attempt: auto (when an SDK is configured) or off",
+            choice_of(TracingMode),
+            "choice",
+            "auto costs nothing without an SDK; with one, each attempt is a span",
+            choices=names(TracingMode),
+        ),
+    )
     metrics: Metrics = option(
         None,
         OptionSpec(
@@ -371,6 +383,7 @@ class ConsumerOptions(TypedDict, total=False):
     poison_threshold: int | None
     poison_cooldown: float
     event_loop: EventLoopName | EventLoop
+    tracing: TracingModeName | TracingMode
     metrics: Metrics | None
 
 

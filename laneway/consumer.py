@@ -16,6 +16,7 @@ from laneway.engines.factory import build_engine
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.health import Health
+from laneway.observability.start import start_tracing
 from laneway.options import EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
@@ -157,8 +158,10 @@ class Consumer:
         loop: asyncio.AbstractEventLoop | None,
     ) -> ConsumerStats:
         self._state = "starting"
-        engine = build_engine(self.config, self._handler, self._stop, loop)
-        plane = ControlPlane(self._source, engine, self.config, self._stop)
+        tracing = start_tracing(self.config.tracing, self._source)
+        hooks = [] if tracing is None else [tracing.hook]
+        engine = build_engine(self.config, self._handler, self._stop, loop, hooks)
+        plane = ControlPlane(self._source, engine, self.config, self._stop, tracing)
         try:
             engine.start(plane.completions)
         except BaseException:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import Protocol
 
 from laneway.config import ConsumerConfig
 from laneway.failure_log import FailureLog
@@ -41,6 +43,14 @@ def dead_letter_headers(failure: Failure) -> list[Header]:
     return [*m.headers, *added]
 
 
+class TraceContext(Protocol):
+    """Continues a message's trace into its dead letter (see laneway.observability.tracing)."""
+
+    def dead_letter_headers(
+        self, message: Message, topic: str, headers: Iterable[Header]
+    ) -> list[Header]: ...
+
+
 class DeadLetterRouter:
     """Hands failed messages to ``on_failure`` or the dead-letter topic, then settles them.
 
@@ -56,8 +66,11 @@ class DeadLetterRouter:
     Used from the control thread only.
     """
 
-    def __init__(self, source: Source, config: ConsumerConfig) -> None:
+    def __init__(
+        self, source: Source, config: ConsumerConfig, tracing: TraceContext | None = None
+    ) -> None:
         self._config = config
+        self._tracing = tracing
         self._metrics = config.metrics
         self._on_failure = config.on_failure
         self._writes: AcknowledgedWrites[Failure] = AcknowledgedWrites(
@@ -150,9 +163,11 @@ class DeadLetterRouter:
             self._settled.append(failure.message)
         else:
             m = failure.message
-            record = OutgoingRecord(
-                self._topic_for(failure), m.value, m.key, dead_letter_headers(failure)
-            )
+            topic = self._topic_for(failure)
+            headers = dead_letter_headers(failure)
+            if self._tracing is not None:
+                headers = self._tracing.dead_letter_headers(m, topic, headers)
+            record = OutgoingRecord(topic, m.value, m.key, headers)
             self._writes.write(failure, [record], like=m.topic)
 
     def _call_back(self, failure: Failure, tries: int) -> None:

@@ -13,7 +13,7 @@ key is never a label (unbounded cardinality).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -65,6 +65,9 @@ class MetricDefinition:
     buckets: tuple[float, ...] = ()
 
 
+Labels = tuple[str, ...]
+"""Label values, in the order of the metric definition's ``labels``."""
+
 _TOPIC = ("topic",)
 _PARTITION = ("topic", "partition")
 
@@ -92,7 +95,7 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         MetricKind.HISTOGRAM,
         "seconds",
         _TOPIC,
-        "Time one handler attempt took.",
+        "Time a message spent in its handler, retries and their backoffs included.",
         LATENCY_BUCKETS,
     ),
     Metric.END_TO_END_LATENCY: MetricDefinition(
@@ -145,14 +148,15 @@ class Metrics(Protocol):
     """A metrics backend. Called from the consumer's control thread only, with label
     values in the order of the metric's definition; must not block."""
 
-    def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+    def increment(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         """Add ``value`` to a counter."""
 
-    def gauge(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+    def gauge(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         """Set a gauge."""
 
-    def observe(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
-        """Record one observation in a histogram."""
+    def observe(self, metric: Metric, values: Sequence[float], labels: Labels = ()) -> None:
+        """Record observations in a histogram (in bulk: the consumer reports a batch of
+        messages at once, and a backend can bucket them in one pass)."""
 
 
 class NoMetrics:
@@ -161,13 +165,13 @@ class NoMetrics:
     def __repr__(self) -> str:
         return "NoMetrics()"
 
-    def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+    def increment(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         pass
 
-    def gauge(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+    def gauge(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         pass
 
-    def observe(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
+    def observe(self, metric: Metric, values: Sequence[float], labels: Labels = ()) -> None:
         pass
 
 

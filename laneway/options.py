@@ -20,6 +20,8 @@ OrderingName = Literal["key", "partition", "unordered"]
 """The values of :class:`Ordering`, for type checkers (a test keeps the two equal)."""
 EventLoopName = Literal["auto", "asyncio", "uvloop"]
 """The values of :class:`EventLoop`, for type checkers (a test keeps the two equal)."""
+TracingModeName = Literal["auto", "off"]
+"""The values of :class:`TracingMode`, for type checkers (a test keeps the two equal)."""
 StallActionName = Literal["warn", "exit"]
 """The values of :class:`StallAction`, for type checkers (a test keeps the two equal)."""
 
@@ -83,6 +85,18 @@ class StallAction(str, enum.Enum):
 
 STALL_EXIT_CODE = 4
 """The exit code of a process ended by ``on_stall="exit"``."""
+
+
+class TracingMode(str, enum.Enum):
+    """Whether handler attempts are traced with OpenTelemetry.
+
+    ``auto`` (default): when ``opentelemetry-api`` is installed and an SDK tracer provider
+    is configured at start (e.g. by ``opentelemetry-instrument``); otherwise nothing is
+    wrapped and tracing costs nothing. ``off``: never.
+    """
+
+    AUTO = "auto"
+    OFF = "off"
 
 
 class WhenFull(str, enum.Enum):

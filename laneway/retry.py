@@ -39,6 +39,9 @@ error are at the end)."""
 
 ErrorInfo = tuple[str, str, int, str]
 """How a message failed for good: ``(error type name, error text, attempts, traceback)``."""
+Outcome = tuple["ErrorInfo | None", int]
+"""What retrying a message came to: how it failed (``None``: it succeeded in the end) and
+how many attempts were made."""
 
 
 class Interrupted(Exception):
@@ -162,8 +165,8 @@ def call(
     message: Message,
     policy: RetryPolicy,
     wait: Callable[[float], bool],
-) -> ErrorInfo | None:
-    """Run ``handler`` with retries: ``None`` once it returned, else how it failed.
+) -> Outcome:
+    """Run ``handler`` with retries: ``(None, attempts)`` once it returned, else how it failed.
 
     ``wait(seconds)`` sleeps between attempts and returns False when a stop cut it short,
     in which case :class:`Interrupted` is raised. Only a Ctrl-C in the main thread
@@ -175,7 +178,7 @@ def call(
         if aborts(error):
             raise
         return retry(handler, message, policy, wait, error)
-    return None
+    return None, 1
 
 
 def retry(
@@ -184,7 +187,7 @@ def retry(
     policy: RetryPolicy,
     wait: Callable[[float], bool],
     error: BaseException,
-) -> ErrorInfo | None:
+) -> Outcome:
     """The first attempt raised ``error``: retry as the policy says (see :func:`call`).
 
     Engines make the first attempt inline, so a handler that succeeds costs no extra
@@ -204,13 +207,13 @@ def retry(
                 raise
             error = next_error
         else:
-            return None
-    return failed_for_good(error, attempts)
+            return None, attempts
+    return failed_for_good(error, attempts), attempts
 
 
 async def call_async(
     handler: Callable[[Message], Awaitable[object]], message: Message, policy: RetryPolicy
-) -> ErrorInfo | None:
+) -> Outcome:
     """The coroutine twin of :func:`call`; ``policy.timeout`` bounds each attempt."""
     try:
         await _attempt(handler, message, policy.timeout)
@@ -218,7 +221,7 @@ async def call_async(
         raise
     except BaseException as error:
         return await retry_async(handler, message, policy, error)
-    return None
+    return None, 1
 
 
 async def retry_async(
@@ -226,7 +229,7 @@ async def retry_async(
     message: Message,
     policy: RetryPolicy,
     error: BaseException,
-) -> ErrorInfo | None:
+) -> Outcome:
     """The coroutine twin of :func:`retry`."""
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
@@ -241,8 +244,8 @@ async def retry_async(
         except BaseException as next_error:
             error = next_error
         else:
-            return None
-    return failed_for_good(error, attempts)
+            return None, attempts
+    return failed_for_good(error, attempts), attempts
 
 
 async def sleep_at_least(seconds: float) -> None:

@@ -25,6 +25,8 @@ from laneway.options import (
     OrderingName,
     StallAction,
     StallActionName,
+    TracingMode,
+    TracingModeName,
     names,
 )
 
@@ -40,6 +42,7 @@ def test_the_typed_keywords_are_exactly_the_options() -> None:
         (OrderingName, Ordering),
         (EventLoopName, EventLoop),
         (StallActionName, StallAction),
+        (TracingModeName, TracingMode),
     ],
 )
 def test_literal_names_equal_their_enum(literal: object, enum_type: type) -> None:

@@ -97,12 +97,19 @@ def test_sigterm_mid_run_drains_and_commits_exactly_what_was_handled(
     topic, group = unique_name("svc-term"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 4)
     produce(kafka_bootstrap, topic, [(b"k%d" % (i % 50), b"v") for i in range(3_000)])
+    metrics_port = free_port()
     process = service.start(
         "--bootstrap-servers", kafka_bootstrap, "--group", group, "--topic", topic,
         "--engine", "thread", "--concurrency", "8", "--config", str(service.kafka_file),
-        env={"SERVICE_WORK_MS": "5"},
+        "--metrics-port", str(metrics_port), env={"SERVICE_WORK_MS": "5"},
     )  # fmt: skip
     wait_until(lambda: len(service_app.records(service.records)) >= 300, 30, "some messages")
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        scraped = answer.read().decode()
+    series = f'laneway_messages_processed_total{{topic="{topic}"}}'
+    processed = [line for line in scraped.splitlines() if line.startswith(series)]
+    assert processed and float(processed[0].split()[-1]) > 0, "/metrics on --metrics-port"
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output

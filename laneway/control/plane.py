@@ -25,7 +25,7 @@ from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions
 from laneway.control.tally import Tally
-from laneway.dead_letters import DeadLetterRouter
+from laneway.dead_letters import DeadLetterRouter, TraceContext
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError
 from laneway.sources.base import Source
@@ -51,6 +51,7 @@ class ControlPlane:
         engine: Engine,
         config: ConsumerConfig,
         stop: threading.Event,
+        tracing: TraceContext | None = None,
     ) -> None:
         self._source = source
         self._engine = engine
@@ -58,7 +59,7 @@ class ControlPlane:
         self._stop = stop
         self.completions = Completions()
         self._progress = source.progress(config.metadata_max_bytes)
-        self._router = DeadLetterRouter(source, config)
+        self._router = DeadLetterRouter(source, config, tracing)
         self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
@@ -100,6 +101,7 @@ class ControlPlane:
         self._commit_or_warn(self._progress.partitions, "final commit")
         now = time.monotonic()
         self._tally.end(now)
+        self._stalls.look(now)  # the final gauges: nothing runs any more
         self._sample(now)
         self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
@@ -186,6 +188,8 @@ class ControlPlane:
             return
         now = time.monotonic()
         self._tally.finished(finished, settled, now)
+        if self._tally.detailed:
+            self._tally.timings(*self.completions.take_timings())
         if settled:
             finished.extend(settled)
         self._backpressure.finished(len(finished), now)
@@ -215,15 +219,20 @@ class ControlPlane:
             log.warning("%s failed: %s", what, error)
 
     def _sample(self, now: float) -> None:
+        if not self._tally.detailed:
+            return
         progress = self._progress
+        owned = progress.partitions
+        committed = {pid: offset for pid, offset in progress.committed().items() if pid in owned}
         self._tally.sample(
             now,
             in_flight=self._engine.in_flight,
             buffered=progress.buffered,
-            paused=self._backpressure.paused_count(progress.partitions),
-            committed=progress.committed(),
+            paused=self._backpressure.paused_count(owned),
+            committed=committed,
             worker_restarts=self._engine.worker_restarts,
             oldest=self._stalls.report.oldest_by_partition,
+            ends=self._source.log_ends(committed) if committed else {},
         )
 
     def stats(self) -> ConsumerStats:

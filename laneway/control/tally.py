@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from operator import attrgetter
@@ -14,6 +15,7 @@ GAUGE_EVERY = 1.0
 """Seconds between two reports of the gauges (levels are sampled, counters are not)."""
 
 _topic_of = attrgetter("topic")
+_timestamp_of = attrgetter("timestamp")
 
 
 class Tally:
@@ -60,6 +62,46 @@ class Tally:
         if self._detailed:
             self._count(Metric.MESSAGES_PROCESSED, processed)
             self._count(Metric.MESSAGES_FAILED, failed)
+            self._end_to_end(processed)
+            self._end_to_end(failed)
+
+    @property
+    def detailed(self) -> bool:
+        """Whether a real backend listens (else nothing beyond the counts is computed)."""
+        return self._detailed
+
+    def timings(self, durations: list[tuple[str, float]], retries: dict[str, int]) -> None:
+        """Handler times (with their topics) and retries per topic, as engines report them."""
+        metrics = self._metrics
+        for topic, count in retries.items():
+            metrics.increment(Metric.RETRIES, count, (topic,))
+        if not durations:
+            return
+        first = durations[0][0]
+        if all(topic == first for topic, _ in durations):
+            metrics.observe(Metric.HANDLER_DURATION, [d for _, d in durations], (first,))
+            return
+        by_topic: dict[str, list[float]] = {}
+        for topic, seconds in durations:
+            by_topic.setdefault(topic, []).append(seconds)
+        for topic, values in by_topic.items():
+            metrics.observe(Metric.HANDLER_DURATION, values, (topic,))
+
+    def _end_to_end(self, messages: list[Message]) -> None:
+        """Message timestamp -> now, in seconds, for every message (per topic)."""
+        if not messages:
+            return
+        now_ms = time.time() * 1000.0
+        by_topic: dict[str, list[Message]] = {}
+        first = messages[0].topic
+        if messages[-1].topic == first and all(m.topic == first for m in messages):
+            by_topic[first] = messages
+        else:
+            for message in messages:
+                by_topic.setdefault(message.topic, []).append(message)
+        for topic, group in by_topic.items():
+            ages = [(now_ms - stamp) / 1000.0 for stamp in map(_timestamp_of, group)]
+            self._metrics.observe(Metric.END_TO_END_LATENCY, ages, (topic,))
 
     def end(self, now: float) -> None:
         """The run is over: its clock stops at the last message settled (an idle wait
@@ -92,10 +134,11 @@ class Tally:
         committed: Mapping[PartitionId, int],
         worker_restarts: int,
         oldest: Mapping[PartitionId, float],
+        ends: Mapping[PartitionId, int],
     ) -> None:
-        """Report the gauges (and worker restarts since the last sample); ``oldest`` is the
-        age of each partition's oldest running message (partitions of ``committed``
-        without one report 0)."""
+        """Report the gauges (and worker restarts since the last sample) of the owned
+        partitions in ``committed``: the committed offset, the lag behind the log's end
+        (where ``ends`` knows it) and the age of the oldest running message (0: none)."""
         self._sampled_at = now
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
@@ -105,6 +148,9 @@ class Tally:
             labels = (pid[0], str(pid[1]))
             metrics.gauge(Metric.COMMITTED_OFFSET, offset, labels)
             metrics.gauge(Metric.OLDEST_UNFINISHED, oldest.get(pid, 0.0), labels)
+            end = ends.get(pid)
+            if end is not None:
+                metrics.gauge(Metric.CONSUMER_LAG, max(0, end - offset), labels)
         if worker_restarts > self._restarts:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts

@@ -28,16 +28,31 @@ class Completions:
         self._ready = threading.Event()
         self._finished: list[Message] = []
         self._failed: list[Failure] = []
+        self._durations: list[tuple[str, float]] = []
+        self._retries: dict[str, int] = {}
         self._wanted = 1
         self._woken = False
 
-    def report(self, finished: list[Message], failures: list[Failure]) -> None:
-        """Finished messages and failures of an engine (either may be empty)."""
-        if not finished and not failures:
+    def report(
+        self,
+        finished: list[Message],
+        failures: list[Failure],
+        durations: list[tuple[str, float]] | None = None,
+        retries: dict[str, int] | None = None,
+    ) -> None:
+        """Finished messages and failures of an engine (either may be empty), and for
+        metrics the handler seconds of each message run with its topic (engines measure
+        them only when asked) and the retries made per topic."""
+        if not finished and not failures and not durations and not retries:
             return
         with self._lock:
             self._finished.extend(finished)
             self._failed.extend(failures)
+            if durations:
+                self._durations.extend(durations)
+            if retries:
+                for topic, count in retries.items():
+                    self._retries[topic] = self._retries.get(topic, 0) + count
             enough = len(self._finished) + len(self._failed) >= self._wanted
         if enough:
             self._ready.set()
@@ -48,6 +63,13 @@ class Completions:
             finished, self._finished = self._finished, []
             failed, self._failed = self._failed, []
         return finished, failed
+
+    def take_timings(self) -> tuple[list[tuple[str, float]], dict[str, int]]:
+        """The handler times and the retries per topic reported since the last call."""
+        with self._lock:
+            durations, self._durations = self._durations, []
+            retries, self._retries = self._retries, {}
+        return durations, retries
 
     def wait(self, timeout: float, at_least: int = 1) -> bool:
         """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),

@@ -11,6 +11,7 @@ from typing import Any
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
 from laneway.engines.invoker import AttemptHook, Invoker
+from laneway.metrics import NO_METRICS
 from laneway.options import EngineKind
 
 
@@ -22,13 +23,17 @@ def build_engine(
     hooks: Sequence[AttemptHook] = (),
 ) -> Engine:
     """The engine for ``config.engine``; ``loop`` is the caller's loop under ``run_async``;
-    ``hooks`` wrap every handler attempt (see :class:`~laneway.engines.invoker.Invoker`)."""
+    ``hooks`` wrap every handler attempt (see :class:`~laneway.engines.invoker.Invoker`);
+    handler times are measured when a metrics backend is configured."""
     kind = config.engine
+    timed = config.metrics is not NO_METRICS
     if kind is EngineKind.PROCESS:
         from laneway.engines.process import ProcessEngine
 
-        return ProcessEngine(handler, config.ordering, config.concurrency, config.retry, hooks)
-    invoker = Invoker(handler, config.retry, hooks, is_async=kind is EngineKind.ASYNC)
+        return ProcessEngine(
+            handler, config.ordering, config.concurrency, config.retry, hooks, timed
+        )
+    invoker = Invoker(handler, config.retry, hooks, kind is EngineKind.ASYNC, timed)
     if kind is EngineKind.SYNC:
         from laneway.engines.sync import SyncEngine
 

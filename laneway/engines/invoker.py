@@ -22,8 +22,8 @@ from typing import Protocol
 from laneway.engines.base import Completions, InFlight
 from laneway.lifecycle import Lifecycle
 from laneway.retry import (
-    ErrorInfo,
     Interrupted,
+    Outcome,
     RetryPolicy,
     aborts,
     call,
@@ -40,6 +40,9 @@ AsyncHandler = Callable[[Message], Awaitable[object]]
 FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
 attempts, traceback)``."""
+BatchResult = tuple[list[FailureRecord], list[float], list[tuple[int, int]]]
+"""What a process worker reports for a batch: failures, handler seconds of each message
+run (when timed), and ``(index, retries)`` of the messages that were retried."""
 
 REPORT_EVERY = 0.005
 """Seconds between progress reports within one run. A run can hold hundreds of messages
@@ -68,41 +71,63 @@ class AttemptHook(Protocol):
 class _Report:
     """The finished and failed messages of one run, reported to ``completions`` at least
     every ``REPORT_EVERY`` seconds (:meth:`start` checks before each message, with the
-    clock it reads for the worker's :class:`InFlight`) and at the end (:meth:`flush`)."""
+    clock it reads for the worker's :class:`InFlight`) and at the end (:meth:`end`).
 
-    __slots__ = ("_completions", "_report_at", "_slot", "done", "failed")
+    When ``timed``, each message's time in its handler (retries included) is taken from
+    that same clock, from its start to the next message's start (or the run's end), and
+    reported with its topic: no extra clock read per message.
+    """
 
-    def __init__(self, completions: Completions, slot: InFlight) -> None:
+    __slots__ = (
+        "_completions", "_report_at", "_slot", "_timed", "done", "durations", "failed",
+        "retries",
+    )  # fmt: skip
+
+    def __init__(self, completions: Completions, slot: InFlight, timed: bool) -> None:
         self._completions = completions
         self._slot = slot
+        self._timed = timed
         self.done: list[Message] = []
         self.failed: list[Failure] = []
+        self.durations: list[tuple[str, float]] = []
+        self.retries: dict[str, int] = {}
         self._report_at = time.monotonic() + REPORT_EVERY
 
     def start(self, message: Message) -> None:
         """``message`` is about to run: report what is done if it is time, and note it."""
         now = time.monotonic()
+        slot = self._slot
+        if self._timed and slot.message is not None:
+            self.durations.append((slot.message.topic, now - slot.since))
         if now >= self._report_at:
             self.flush()
             self._report_at = now + REPORT_EVERY
-        slot = self._slot
         slot.since = now
         slot.message = message
 
     def flush(self) -> None:
-        self._completions.report(self.done, self.failed)
-        self.done, self.failed = [], []
+        self._completions.report(self.done, self.failed, self.durations, self.retries)
+        self.done, self.failed, self.durations, self.retries = [], [], [], {}
+
+    def retried(self, message: Message, attempts: int) -> None:
+        """``message`` took ``attempts`` attempts (counted as retries for metrics)."""
+        if attempts > 1:
+            self.retries[message.topic] = self.retries.get(message.topic, 0) + attempts - 1
 
     def end(self) -> None:
         """The run is over (or aborted): nothing is running, everything is reported."""
-        self._slot.message = None
+        slot = self._slot
+        if self._timed and slot.message is not None:
+            self.durations.append((slot.message.topic, time.monotonic() - slot.since))
+        slot.message = None
         self.flush()
 
 
 class Invoker:
     """Calls ``handler`` on runs of messages with the retry ``policy``, reporting outcomes.
 
-    ``hooks`` wrap each attempt, the first hook outermost. A handler that succeeds at the
+    ``hooks`` wrap each attempt, the first hook outermost; ``timed`` reports each
+    message's handler time (see :class:`_Report`). A handler that succeeds at the
     first attempt costs one call and no retry bookkeeping: the first attempt is made
     inline and :mod:`laneway.retry` is entered only when it raised.
     """
@@ -113,8 +138,11 @@ class Invoker:
         policy: RetryPolicy,
         hooks: Sequence[AttemptHook] = (),
         is_async: bool = False,
+        timed: bool = False,
     ) -> None:
         self.policy = policy
+        self.timed = timed
+        """Whether each message's handler time is measured and reported (for metrics)."""
         self.lifecycle = Lifecycle.of(handler)
         """The handler's ``open()``/``close()``: engines call them once per worker."""
         self._sync: SyncHandler = handler
@@ -143,7 +171,7 @@ class Invoker:
         """
         handler = self._sync
         policy = self.policy
-        report = _Report(completions, slot)
+        report = _Report(completions, slot, self.timed)
         wait = _waiter(stop)
         try:
             while run:
@@ -162,10 +190,11 @@ class Invoker:
                     if aborts(first_error):
                         raise
                     try:
-                        error = retry(handler, message, policy, wait, first_error)
+                        error, attempts = retry(handler, message, policy, wait, first_error)
                     except Interrupted:
                         run.appendleft(message)
                         break
+                    report.retried(message, attempts)
                     if error is None:
                         report.done.append(message)
                     else:
@@ -181,7 +210,7 @@ class Invoker:
         """The coroutine twin of :meth:`run` (cancellation puts the message back)."""
         handler = self._async
         policy = self.policy
-        report = _Report(completions, slot)
+        report = _Report(completions, slot, self.timed)
         inline = policy.timeout is None
         try:
             while run:
@@ -194,11 +223,14 @@ class Invoker:
                         except asyncio.CancelledError:
                             raise
                         except BaseException as first_error:
-                            error = await retry_async(handler, message, policy, first_error)
+                            outcome = await retry_async(handler, message, policy, first_error)
+                            error, attempts = outcome
+                            report.retried(message, attempts)
                         else:
                             error = None
                     else:
-                        error = await call_async(handler, message, policy)
+                        error, attempts = await call_async(handler, message, policy)
+                        report.retried(message, attempts)
                 except BaseException:
                     run.appendleft(message)
                     raise
@@ -214,31 +246,40 @@ class Invoker:
         batch_id: int,
         rows: Sequence[tuple[object, ...] | None],
         progress: MutableSequence[int],
-    ) -> list[FailureRecord]:
+    ) -> BatchResult:
         """A process worker's batch: run every row (a message as a plain tuple; ``None``:
         given up already) in order, writing ``(batch_id, index)`` to the shared
-        ``progress`` array before each; return only the failures."""
+        ``progress`` array before each; return the failures, the handler time of each
+        message run when ``timed`` (else empty) and which messages were retried."""
         failures: list[FailureRecord] = []
+        durations: list[float] = []
+        retried: list[tuple[int, int]] = []
+        timed = self.timed
         progress[INDEX] = -1
         progress[BATCH_ID] = batch_id
         for index, row in enumerate(rows):
             if row is None:
                 continue
             progress[INDEX] = index
-            error = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            started = time.monotonic() if timed else 0.0
+            error, attempts = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            if timed:
+                durations.append(time.monotonic() - started)
+            if attempts > 1:
+                retried.append((index, attempts - 1))
             if error is not None:
                 failures.append((index, *error))
         progress[INDEX] = -1
-        return failures
+        return failures, durations, retried
 
-    def _run_in_worker(self, message: Message) -> ErrorInfo | None:
+    def _run_in_worker(self, message: Message) -> Outcome:
         """One message with retries in a worker process, backoffs slept in place. A
         handler that raises ``KeyboardInterrupt`` (which :func:`laneway.retry.call` does
         not retry) fails that message too, so the worker survives it."""
         try:
             return call(self._sync, message, self.policy, _sleep)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
-            return failed_for_good(error, 1)
+            return failed_for_good(error, 1), 1
 
 
 class AttemptStamp:

@@ -50,6 +50,7 @@ from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import (
     OPEN_FAILED,
     Batch,
+    Harvest,
     Slot,
     WorkerProcess,
     decode_reply,
@@ -59,7 +60,7 @@ from laneway.errors import HandlerImportError, LanewayError
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import lane_function
-from laneway.types import Failure, Message, PartitionId
+from laneway.types import Message, PartitionId
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,11 @@ class ProcessEngine:
         concurrency: int,
         policy: RetryPolicy | None = None,
         hooks: Sequence[AttemptHook] = (),
+        timed: bool = False,
     ) -> None:
         self._handler = handler
         self._hooks = tuple(hooks)
+        self._timed = timed
         self._ordering = ordering
         self._n = whole_number(concurrency, "concurrency")
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
@@ -153,7 +156,7 @@ class ProcessEngine:
         self._completions = completions
         name = describe_handler(self._handler)
         try:
-            self._blob = pickle.dumps((self._handler, self._hooks), protocol=5)
+            self._blob = pickle.dumps((self._handler, self._hooks, self._timed), protocol=5)
         except Exception as error:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
@@ -258,8 +261,7 @@ class ProcessEngine:
             timers = [s.restart_at - now for s in self._slots if s.restart_at is not None]
             timeout = max(min(timers, default=self._tick), 0.0)
             ready = wait([self._wake_r, *self._waitables], timeout)
-            finished: list[Message] = []
-            failed: list[Failure] = []
+            harvest = Harvest()
             for obj in ready:
                 if obj is self._wake_r:
                     self._wake_r.recv_bytes()
@@ -270,10 +272,10 @@ class ProcessEngine:
                 if slot is None or slot.worker is None:
                     continue  # a dead worker's other half, already handled
                 if obj is slot.worker.conn:
-                    self._receive(slot, slot.worker, finished, failed)
+                    self._receive(slot, slot.worker, harvest)
                 else:
-                    self._on_death(slot, slot.worker, finished, failed)
-            self._report(finished, failed)
+                    self._on_death(slot, slot.worker, harvest)
+            self._report(harvest)
             if limit is not None:
                 now_ns = time.monotonic_ns()
                 for slot in self._slots:
@@ -286,14 +288,12 @@ class ProcessEngine:
             if slot.worker is not None:
                 slot.worker.send_stop()
 
-    def _receive(
-        self, slot: Slot, worker: WorkerProcess, finished: list[Message], failed: list[Failure]
-    ) -> None:
+    def _receive(self, slot: Slot, worker: WorkerProcess, harvest: Harvest) -> None:
         try:
             while True:
                 data = worker.conn.recv_bytes()
                 if worker.ready:
-                    self._on_reply(slot, data, finished, failed)
+                    self._on_reply(slot, data, harvest)
                 elif (error := worker.handshake(data)) is not None:
                     log.error("replacement worker %d cannot start: %s", slot.index, error)
                     return  # it exits; its sentinel brings it back to _on_death
@@ -303,12 +303,10 @@ class ProcessEngine:
                 if not worker.conn.poll():
                     return
         except (EOFError, OSError):
-            self._on_death(slot, worker, finished, failed)
+            self._on_death(slot, worker, harvest)
 
-    def _on_reply(
-        self, slot: Slot, data: bytes, finished: list[Message], failed: list[Failure]
-    ) -> None:
-        batch_id, failures, seconds = decode_reply(data)
+    def _on_reply(self, slot: Slot, data: bytes, harvest: Harvest) -> None:
+        batch_id, result, seconds = decode_reply(data)
         batch = slot.outstanding.popleft()
         if batch.id != batch_id:
             raise LanewayError(f"worker {slot.index} answered batch {batch_id}, not {batch.id}")
@@ -318,27 +316,24 @@ class ProcessEngine:
             per_message = seconds / ran
             last = self._per_message
             self._per_message = per_message if last is None else 0.7 * last + 0.3 * per_message
-        done, bad = batch.settle(failures)
-        finished.extend(done)
-        failed.extend(bad)
+        harvest.add(batch, result)
 
-    def _report(self, finished: list[Message], failed: list[Failure]) -> None:
+    def _report(self, harvest: Harvest) -> None:
+        finished, failed = harvest.finished, harvest.failed
         if not finished and not failed:
             return
-        self._completions.report(finished, failed)
+        self._completions.report(finished, failed, harvest.durations, harvest.retries)
         with self._lock:
             self._in_flight -= len(finished) + len(failed)
             if self._in_flight == 0:
                 self._lock.notify_all()
                 self._completions.wake()  # a drain waits for in_flight == 0
 
-    def _on_death(
-        self, slot: Slot, worker: WorkerProcess, finished: list[Message], failed: list[Failure]
-    ) -> None:
+    def _on_death(self, slot: Slot, worker: WorkerProcess, harvest: Harvest) -> None:
         """Reap a dead worker (after reading the replies it sent), let the slot decide."""
         with contextlib.suppress(EOFError, OSError):
             while worker.ready and worker.conn.poll():
-                self._on_reply(slot, worker.conn.recv_bytes(), finished, failed)
+                self._on_reply(slot, worker.conn.recv_bytes(), harvest)
         del self._waitables[worker.conn], self._waitables[worker.sentinel]
         code = worker.reap()
         if slot.killed_at is not None:
@@ -346,7 +341,7 @@ class ProcessEngine:
         else:
             log.warning("worker %d (pid %d) died with exit code %s", slot.index, worker.pid, code)
         self._restarts += 1
-        failed.extend(slot.bury(worker, self._policy))
+        harvest.failed.extend(slot.bury(worker, self._policy))
 
     def _dispatch(self) -> None:
         """Move queued messages into batches for workers with a free pipeline place."""

@@ -27,7 +27,14 @@ from collections import deque
 from collections.abc import MutableSequence
 from multiprocessing.context import SpawnContext
 
-from laneway.engines.invoker import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED, FailureRecord
+from laneway.engines.invoker import (
+    BATCH_ID,
+    INDEX,
+    PROGRESS_SLOTS,
+    STARTED,
+    BatchResult,
+    FailureRecord,
+)
 from laneway.engines.process_worker import worker_main
 from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message
@@ -138,10 +145,36 @@ class WorkerProcess:
         return self.process.exitcode
 
 
-def decode_reply(data: bytes) -> tuple[int, list[FailureRecord], float]:
-    """A worker's answer to a batch: its id, the failed messages, the seconds it took."""
-    batch_id, failures, seconds = pickle.loads(data)
-    return int(batch_id), failures, float(seconds)
+def decode_reply(data: bytes) -> tuple[int, BatchResult, float]:
+    """A worker's answer to a batch: its id, its result, the seconds it took."""
+    batch_id, result, seconds = pickle.loads(data)
+    return int(batch_id), result, float(seconds)
+
+
+class Harvest:
+    """What one turn of the engine's reader thread collected from its workers: finished
+    and failed messages, handler times (with their topics) and retries, reported as one."""
+
+    __slots__ = ("durations", "failed", "finished", "retries")
+
+    def __init__(self) -> None:
+        self.finished: list[Message] = []
+        self.failed: list[Failure] = []
+        self.durations: list[tuple[str, float]] = []
+        self.retries: dict[str, int] = {}
+
+    def add(self, batch: Batch, result: BatchResult) -> None:
+        """A worker's answer to ``batch``."""
+        failures, durations, retried = result
+        done, bad = batch.settle(failures)
+        self.finished.extend(done)
+        self.failed.extend(bad)
+        if durations:
+            ran = [m for i, m in enumerate(batch.messages) if i not in batch.gave_up]
+            self.durations.extend((m.topic, d) for m, d in zip(ran, durations, strict=False))
+        for index, count in retried:
+            topic = batch.messages[index].topic
+            self.retries[topic] = self.retries.get(topic, 0) + count
 
 
 def stop_all(workers: list[WorkerProcess], grace: float) -> None:

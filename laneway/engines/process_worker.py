@@ -10,9 +10,11 @@ to the parent over one duplex pipe:
   runs when the worker exits;
 * then the parent sends batches, ``pickle.dumps((batch_id, [message tuple | None, ...]))``
   (``None`` marks a message the parent already gave up on, see the engine's docs), and
-  the worker answers each with one small reply, ``(batch_id, failures, seconds)``, where
-  each failure is ``(index, error type, error text, attempts)`` and ``seconds`` is how
-  long the batch took; an empty payload means "exit".
+  the worker answers each with one small reply, ``(batch_id, (failures, durations,
+  retries), seconds)``, where each failure is ``(index, error type, error text,
+  attempts, traceback)``, ``durations`` the handler seconds of each message run (only
+  when metrics are on, else empty) and ``seconds`` how long the batch took; an empty
+  payload means "exit".
 
 A receiver thread reads batches off the pipe as soon as they arrive, so the parent's
 send never waits for the handler to finish the previous batch. Before each message the
@@ -46,14 +48,14 @@ def worker_main(
     """Entry point of a worker process (the ``target`` of its ``Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        handler, hooks = pickle.loads(handler_blob)
+        handler, hooks, timed = pickle.loads(handler_blob)
     except BaseException as error:  # reported to the parent, which raises
         name, text = describe(error)
         conn.send_bytes(pickle.dumps(("error", f"{name}: {text}")))
         return
     if policy.timeout is not None:
         hooks = (*hooks, AttemptStamp(progress))
-    invoker = Invoker(handler, policy, hooks)
+    invoker = Invoker(handler, policy, hooks, timed=timed)
     try:
         invoker.lifecycle.open_now()
     except BaseException as error:
@@ -81,8 +83,8 @@ def _serve(conn: Connection, invoker: Invoker, progress: MutableSequence[int]) -
             return
         batch_id, rows = pickle.loads(data)
         started = time.perf_counter()
-        failures = invoker.run_rows(batch_id, rows, progress)
-        reply = (batch_id, failures, time.perf_counter() - started)
+        result = invoker.run_rows(batch_id, rows, progress)
+        reply = (batch_id, result, time.perf_counter() - started)
         try:
             conn.send_bytes(pickle.dumps(reply, protocol=5))
         except OSError:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from laneway.consumer import Consumer
 from laneway.errors import ConfigError
+from laneway.metrics import Metrics
 from laneway.service.handler_ref import load_handler
 from laneway.service.health_server import HealthServer
 from laneway.service.settings import Resolved
@@ -72,7 +73,10 @@ def run_member(settings: Resolved, member: int | None = None) -> int:
     handler = load_handler(settings["handler"])
     source, embedded = open_source(settings, member)
     try:
-        consumer = Consumer(source, handler, **settings.consumer_options)
+        options = dict(settings.consumer_options)
+        if settings["metrics_port"] is not None:
+            options["metrics"] = _serve_metrics(settings["metrics_port"] + (member or 0))
+        consumer = Consumer(source, handler, **options)
         probes = None
         if settings["health_port"] is not None:
             port = settings["health_port"] + (member or 0)
@@ -119,3 +123,16 @@ def _stop_when_orphaned(consumer: Consumer) -> None:
         consumer.stop()
 
     threading.Thread(target=watch, name="laneway-orphan-watch", daemon=True).start()
+
+
+def _serve_metrics(port: int) -> Metrics:
+    try:
+        from laneway.observability.prometheus import serve_metrics
+    except ModuleNotFoundError as error:
+        raise ConfigError(
+            f"metrics_port needs the prometheus-client package ({error.name} is missing): "
+            "pip install 'laneway[metrics]'"
+        ) from None
+    metrics = serve_metrics(port)
+    log.info("Prometheus metrics on port %d: /metrics", port)
+    return metrics

@@ -116,6 +116,15 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
         None,
         OptionSpec("port of /livez and /readyz (member i: port + i)", _port, "int", nullable=True),
     ),
+    "metrics_port": (
+        None,
+        OptionSpec(
+            "port of Prometheus /metrics (member i: port + i); needs laneway[metrics]",
+            _port,
+            "int",
+            nullable=True,
+        ),
+    ),
     "log_level": (
         "info",
         OptionSpec("log level", _one_of(LOG_LEVELS), "choice", choices=LOG_LEVELS),

@@ -55,12 +55,21 @@ class Source(Protocol):
         ``poll`` returned (0 when none, or not known yet). A hint, for telling a partition
         with nothing left from one whose messages are still on their way."""
 
+    def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """The end offset (high watermark) of each owned partition of ``partitions``, as
+        far as the source knows it without a request (for the lag metric; partitions
+        whose end is not known yet are left out). Called about once a second."""
+
     def close(self) -> None:
         """Leave the group and release resources. Idempotent."""
 
     def producer(self) -> Producer:
         """A new producer into the same log (for dead letters and results; the consumer
         creates it on first use)."""
+
+    @property
+    def group(self) -> str:
+        """The consumer group the source reads for."""
 
     @property
     def name(self) -> str:

@@ -207,6 +207,10 @@ class GroupCoordinator:
         with self._lock:
             return member.unread(pids)
 
+    def ends(self, member: Member, pids: list[PartitionId]) -> dict[PartitionId, int]:
+        with self._lock:
+            return member.ends(pids)
+
     def assignment(self, member: Member) -> list[PartitionId]:
         with self._lock:
             return sorted(member.owned)

@@ -73,6 +73,10 @@ class Member:
             if (part := self.owned.get(pid)) is not None
         }
 
+    def ends(self, pids: list[PartitionId]) -> dict[PartitionId, int]:
+        """The log end offset of each owned partition of ``pids``."""
+        return {pid: part.end for pid in pids if (part := self.owned.get(pid)) is not None}
+
     def _behind(self, pid: PartitionId, part: PartitionLog) -> int:
         """Records of ``part`` from this member's fetch position to its end."""
         return max(0, part.end - max(self.positions[pid], part.start))

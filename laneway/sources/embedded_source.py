@@ -48,6 +48,10 @@ class EmbeddedSource:
         self._closed = False
 
     @property
+    def group(self) -> str:
+        return self._member.group
+
+    @property
     def name(self) -> str:
         return f"embedded:{self._member.group}/{','.join(self._member.topics)}"
 
@@ -107,6 +111,11 @@ class EmbeddedSource:
         """Records of each owned partition beyond this member's fetch position."""
         self._require_open()
         return self._coordinator.unread(self._member, list(partitions))
+
+    def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """The end offset (next offset to be written) of each owned partition."""
+        self._require_open()
+        return self._coordinator.ends(self._member, list(partitions))
 
     def assignment(self) -> list[PartitionId]:
         """The partitions this member owns now (assigned and not yet revoked or lost)."""

@@ -109,6 +109,10 @@ class KafkaSource:
         return self._name
 
     @property
+    def group(self) -> str:
+        return self._settings.group
+
+    @property
     def assignment(self) -> frozenset[PartitionId]:
         """Partitions currently owned (as reported to the listener)."""
         return frozenset(self._owned)
@@ -256,6 +260,23 @@ class KafkaSource:
             start = at.offset if at.offset >= 0 else self._starts.get(pid, 0)
             counts[pid] = max(0, high - start) if high >= 0 else 0
         return counts
+
+    def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """High watermarks of owned partitions from librdkafka's latest fetch responses (no
+        request; partitions not fetched yet are left out)."""
+        self._check_opened()
+        ends: dict[PartitionId, int] = {}
+        for pid in partitions:
+            if pid in self._owned:
+                try:
+                    _, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(*pid), cached=True
+                    )
+                except KafkaException:
+                    continue
+                if high >= 0:
+                    ends[pid] = high
+        return ends
 
     def close(self) -> None:
         """Revoke owned partitions through the listener, leave the group, free the client.

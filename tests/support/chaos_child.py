@@ -93,6 +93,10 @@ class RecordedSource:
     def name(self) -> str:
         return self._inner.name
 
+    @property
+    def group(self) -> str:
+        return self._inner.group
+
     def open(self, listener: RebalanceListener) -> None:
         self._inner.open(_ListenerSpy(listener, self._life))
 
@@ -115,6 +119,9 @@ class RecordedSource:
 
     def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         return self._inner.unread(partitions)
+
+    def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        return self._inner.log_ends(partitions)
 
     def close(self) -> None:
         self._inner.close()

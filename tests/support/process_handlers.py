@@ -18,6 +18,11 @@ from laneway.types import Message
 
 RECORD_DIR = "LANEWAY_TEST_RECORD_DIR"
 
+if os.environ.get("LANEWAY_TEST_TRACE_FILE"):  # spans of workers, for the tracing tests
+    import tracing_support
+
+    tracing_support.configure_from_environment()
+
 _record_file: list[TextIO] = []
 
 
