@@ -188,3 +188,7 @@ def table() -> str:
             f"| `{metric.value}` | {spec.kind.value} | {spec.unit} | {labels} | {spec.help} |"
         )
     return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(table())

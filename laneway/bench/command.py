@@ -7,6 +7,7 @@ clear message when they are missing.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,18 @@ def _counts(
             "comma-separated (e.g. 1,10,100)"
         )
     return counts
+
+
+def _instruments(metrics: bool, tracing: bool) -> tuple[str, ...]:
+    chosen = (("metrics",) if metrics else ()) + (("tracing",) if tracing else ())
+    needs = {"metrics": "prometheus_client", "tracing": "opentelemetry.sdk"}
+    for name in chosen:
+        if importlib.util.find_spec(needs[name].split(".")[0]) is None or (
+            name == "tracing" and importlib.util.find_spec(needs[name]) is None
+        ):
+            extra = "laneway[metrics]" if name == "metrics" else "opentelemetry-sdk"
+            raise click.UsageError(f"--{name} needs {needs[name]}: pip install '{extra}'")
+    return chosen
 
 
 def _topic_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -159,6 +172,18 @@ def _orderings(
     help="Run against this Kafka broker instead of the embedded log.",
 )
 @click.option(
+    "--metrics",
+    is_flag=True,
+    help="Run each laneway engine again with a Prometheus metrics backend (needs "
+    "laneway[metrics]) and print the throughput ratio, measured side by side.",
+)
+@click.option(
+    "--tracing",
+    is_flag=True,
+    help="Run each in-process engine again with the OpenTelemetry SDK tracing every attempt "
+    "(spans dropped by the exporter; needs opentelemetry-sdk) and print the ratio.",
+)
+@click.option(
     "--topic-prefix",
     default=DEFAULT_TOPIC_PREFIX,
     show_default=True,
@@ -201,6 +226,8 @@ def bench(
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
+    metrics: bool,
+    tracing: bool,
     topic_prefix: str,
     json_path: Path | None,
     plot_dir: Path | None,
@@ -244,6 +271,7 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
+        instruments=_instruments(metrics, tracing),
         json_path=json_path,
         plot_dir=plot_dir,
         profile_dir=profile_dir,

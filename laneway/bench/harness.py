@@ -24,6 +24,7 @@ import psutil
 from pyinstrument import Profiler
 from rich.progress import Progress, TaskID
 
+from laneway.bench.instrumentation import instrument
 from laneway.bench.raw import RawLoop
 from laneway.bench.recorder import (
     AsyncRecordedHandler,
@@ -91,7 +92,7 @@ class Harness:
 
     def run(self, spec: RunSpec) -> Measurement:
         scenario, variant = spec.scenario, spec.variant
-        label = f"{scenario.name} {variant.label} {spec.engine}"
+        label = f"{scenario.name} {variant.label} {spec.label}"
         if spec.repeat > 1:
             label += f" #{spec.repeat}"
         task = self.progress.add_task(label, total=scenario.messages)
@@ -154,16 +155,31 @@ class Harness:
             sync_work = make_sync_work(work_spec)
             handler = RecordedHandler(sync_work, sink)
             closer = sync_work if isinstance(sync_work, EchoRoundTrip) else None
-        consumer = Consumer(
-            self.target.source(prepared),
-            handler,
-            engine=LANEWAY_ENGINE[spec.engine],
-            ordering=Ordering(spec.variant.ordering),
-            concurrency=None if spec.engine == "baseline" else spec.concurrency,
-            drain_timeout=DRAIN_TIMEOUT_S,
-            handle_signals=False,
-            event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
-        )
+        with contextlib.ExitStack() as stack:
+            metrics = stack.enter_context(instrument(spec.instrument))
+            consumer = Consumer(
+                self.target.source(prepared),
+                handler,
+                engine=LANEWAY_ENGINE[spec.engine],
+                ordering=Ordering(spec.variant.ordering),
+                concurrency=None if spec.engine == "baseline" else spec.concurrency,
+                drain_timeout=DRAIN_TIMEOUT_S,
+                handle_signals=False,
+                event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
+                metrics=metrics,
+            )
+            return self._measure(spec, prepared, task, consumer, sink, directory, closer)
+
+    def _measure(
+        self,
+        spec: RunSpec,
+        prepared: Prepared,
+        task: TaskID,
+        consumer: Consumer,
+        sink: MemorySink | FileSink,
+        directory: str | None,
+        closer: EchoRoundTrip | AsyncEchoRoundTrip | None,
+    ) -> Measurement:
         watch = _Watch(
             lambda: consumer.stats().handled, consumer.stop, self._advance(task), self.timeout
         )

@@ -97,7 +97,11 @@ def recommendations(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """
     result: list[dict[str, Any]] = []
     for scenario in dict.fromkeys(r["scenario"] for r in rows):
-        mine = [r for r in rows if r["scenario"] == scenario and r["engine"] != "raw"]
+        mine = [
+            r
+            for r in rows
+            if r["scenario"] == scenario and r["engine"] != "raw" and "+" not in r["engine"]
+        ]
         if not mine:
             continue
         first = mine[0]

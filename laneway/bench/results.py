@@ -18,7 +18,8 @@ JSON schema (``schema`` = 1), one top-level object:
     ==================== =========================================================
     ``scenario``         scenario name (``trivial``, ``sleep``, ``io``, ``cpu``, ...)
     ``variant``          ``"p<partitions> k<keys> <ordering>"``
-    ``engine``           ``raw``, ``baseline``, ``thread``, ``async`` or ``process``
+    ``engine``           ``raw``, ``baseline``, ``thread``, ``async`` or ``process``;
+                         ``<engine>+metrics`` / ``+tracing`` for instrumented twins
     ``tps``              messages handled per second over ``runtime_s``
     ``tps_runs``         ``tps`` of every repetition
     ``runtime_s``        first fetch -> final commit (raw: first -> last message)
@@ -81,7 +82,7 @@ def measure_row(m: Measurement, target: str) -> Row:
     return {
         "scenario": scenario.name,
         "variant": variant.label,
-        "engine": spec.engine,
+        "engine": spec.label,
         "target": target,
         "partitions": variant.partitions,
         "keys": variant.keys,

@@ -16,6 +16,7 @@ from laneway.bench import ceilings
 from laneway.bench.ceilings import Ceiling
 from laneway.bench.echo import EchoServer
 from laneway.bench.harness import OK, Harness, Measurement
+from laneway.bench.instrumentation import cost_lines
 from laneway.bench.report import print_report, recommendations
 from laneway.bench.results import (
     Row,
@@ -51,6 +52,7 @@ class BenchOptions:
     json_path: Path | None
     plot_dir: Path | None
     profile_dir: Path | None
+    instruments: tuple[str, ...] = ()
 
 
 def stdout_console() -> Console:
@@ -70,7 +72,9 @@ def run_bench(options: BenchOptions) -> bool:
         target = kafka
     else:
         target = EmbeddedTarget()
-    runs = plan(options.scenarios, options.engines, options.overrides, options.repeat)
+    runs = plan(
+        options.scenarios, options.engines, options.overrides, options.repeat, options.instruments
+    )
     rows: list[Row] = []
     needs_echo = "io" in options.scenarios and any(s.engine != "raw" for s in runs)
     with contextlib.ExitStack() as stack:
@@ -119,6 +123,12 @@ def run_bench(options: BenchOptions) -> bool:
     if "async" in options.engines:
         title += f"; async engine on {loop_name}"
     print_report(console, merged, title, advice, limits, loop_name)
+    costs = cost_lines(merged)
+    if costs:
+        console.print()
+        console.print("[bold]Instrumentation[/bold] (throughput with it on / off, same run)")
+        for line in costs:
+            console.print(f"  {line}", highlight=False)
     settings = _settings(options, target, started_at)
     _write_outputs(console, options, settings, merged, advice)
     return all(is_valid(r) for r in merged)
@@ -136,7 +146,7 @@ def _ceiling_line(spec: RunSpec, found: list[Ceiling]) -> str:
 
 def _one_line(m: Measurement, row: Row) -> str:
     spec = m.spec
-    head = f"{spec.scenario.name} {spec.variant.label} {spec.engine}"
+    head = f"{spec.scenario.name} {spec.variant.label} {spec.label}"
     if m.status != OK:
         return f"[red]{head}: {m.status}[/red] {m.error or ''}"
     return (

@@ -31,6 +31,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from laneway.bench.instrumentation import instrumented
 from laneway.options import EngineKind, Ordering, names
 
 LANEWAY_ENGINE = {
@@ -163,13 +164,20 @@ class RunSpec:
     engine: str
     concurrency: int
     repeat: int
+    instrument: str = ""
+    """``metrics`` or ``tracing`` for an instrumented twin of the engine's run."""
+
+    @property
+    def label(self) -> str:
+        """The engine as rows name it: ``async``, or ``async+metrics`` for a twin."""
+        return f"{self.engine}+{self.instrument}" if self.instrument else self.engine
 
     @property
     def name(self) -> str:
         """A file-name-safe identifier, e.g. ``keys-p1-k10-key-async-1``."""
         v = self.variant
         variant = f"p{v.partitions}-k{v.keys}-{v.ordering}"
-        return f"{self.scenario.name}-{variant}-{self.engine}-{self.repeat}"
+        return f"{self.scenario.name}-{variant}-{self.label}-{self.repeat}"
 
 
 def variants(scenario: Scenario) -> list[Variant]:
@@ -188,9 +196,14 @@ def concurrency_for(engine: str, override: int | None) -> int:
 
 
 def plan(
-    names: Sequence[str], engines: Sequence[str], overrides: Overrides, repeat: int
+    names: Sequence[str],
+    engines: Sequence[str],
+    overrides: Overrides,
+    repeat: int,
+    instruments: Sequence[str] = (),
 ) -> list[RunSpec]:
-    """The runs in execution order: per scenario, per variant, per repetition, per engine."""
+    """The runs in execution order: per scenario, per variant, per repetition, per engine
+    (each followed by its instrumented twins, see :mod:`laneway.bench.instrumentation`)."""
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
@@ -200,4 +213,6 @@ def plan(
                 for engine in ordered_engines:
                     pool = concurrency_for(engine, overrides.concurrency)
                     runs.append(RunSpec(scenario, variant, engine, pool, rep))
+                    for twin in instrumented(engine, instruments):
+                        runs.append(RunSpec(scenario, variant, engine, pool, rep, twin))
     return runs
