@@ -13,6 +13,7 @@ key is never a label (unbounded cardinality).
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -144,6 +145,67 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
 }
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """A batch of histogram observations, already bucketed by the metric's ``buckets``:
+    ``cumulative[i]`` observations were at most ``buckets[i]``, ``count`` in all, summing
+    to ``total``. laneway buckets a whole completion batch at once, so a backend only adds
+    numbers: per-message observation calls would cost more than the messages themselves
+    for trivial handlers. Large batches are bucketed from a sample (see :meth:`_scaled`);
+    counts and sums are exact."""
+
+    cumulative: tuple[int, ...]
+    total: float
+    count: int
+
+    @classmethod
+    def of_values(cls, values: Sequence[float], buckets: Sequence[float]) -> Distribution:
+        """The distribution of ``values`` (any order); see :meth:`_scaled`."""
+        sample = values[:: SAMPLE_STRIDE if len(values) >= SAMPLED_FROM else 1]
+        return cls._scaled(sample, len(values), buckets, sum(values))
+
+    @classmethod
+    def of_ages(
+        cls, now_ms: float, stamps_ms: Sequence[int], buckets: Sequence[float]
+    ) -> Distribution:
+        """The distribution of ``now - stamp`` in seconds, from millisecond timestamps."""
+        total = (len(stamps_ms) * now_ms - sum(stamps_ms)) / 1000.0
+        sample = stamps_ms[:: SAMPLE_STRIDE if len(stamps_ms) >= SAMPLED_FROM else 1]
+        ages = [(now_ms - stamp) / 1000.0 for stamp in sample]
+        return cls._scaled(ages, len(stamps_ms), buckets, total)
+
+    @classmethod
+    def _bucketed(
+        cls, values: Sequence[float], buckets: Sequence[float], total: float
+    ) -> Distribution:
+        sample = values[:: SAMPLE_STRIDE if len(values) >= SAMPLED_FROM else 1]
+        return cls._scaled(sample, len(values), buckets, total)
+
+    @classmethod
+    def _scaled(
+        cls, sample: Sequence[float], count: int, buckets: Sequence[float], total: float
+    ) -> Distribution:
+        """Bucket ``sample`` and scale it to ``count`` observations summing to ``total``.
+
+        Count and sum are always exact. Batches of ``SAMPLED_FROM`` observations or more
+        are bucketed from every ``SAMPLE_STRIDE``-th one: the shape of a batch of similar
+        messages is kept, and the per-message cost stays a small fraction of a trivial
+        handler's (bucketing every observation cost 10-15% of its throughput).
+        """
+        if not count:
+            return cls((0,) * len(buckets), 0.0, 0)
+        ordered = sorted(sample)
+        scale = count / len(ordered)
+        cumulative = tuple(min(count, round(bisect_right(ordered, b) * scale)) for b in buckets)
+        return cls(cumulative, total, count)
+
+
+SAMPLED_FROM = 64
+"""Batches at least this large are bucketed from a sample (see ``Distribution``)."""
+SAMPLE_STRIDE = 8
+"""One observation in this many is bucketed in a sampled batch."""
+
+
 class Metrics(Protocol):
     """A metrics backend. Called from the consumer's control thread only, with label
     values in the order of the metric's definition; must not block."""
@@ -154,9 +216,9 @@ class Metrics(Protocol):
     def gauge(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         """Set a gauge."""
 
-    def observe(self, metric: Metric, values: Sequence[float], labels: Labels = ()) -> None:
-        """Record observations in a histogram (in bulk: the consumer reports a batch of
-        messages at once, and a backend can bucket them in one pass)."""
+    def observe(self, metric: Metric, batch: Distribution, labels: Labels = ()) -> None:
+        """Add a batch of observations, bucketed by the metric's own buckets, to a
+        histogram."""
 
 
 class NoMetrics:
@@ -171,7 +233,7 @@ class NoMetrics:
     def gauge(self, metric: Metric, value: float, labels: Labels = ()) -> None:
         pass
 
-    def observe(self, metric: Metric, values: Sequence[float], labels: Labels = ()) -> None:
+    def observe(self, metric: Metric, batch: Distribution, labels: Labels = ()) -> None:
         pass
 
 

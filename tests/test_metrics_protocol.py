@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pytest
 from topics import SOURCES, LogTopic
 
 import laneway
-from laneway.metrics import DEFINITIONS, Metric, MetricKind, table
+from laneway.metrics import DEFINITIONS, Distribution, Metric, MetricKind, table
 from laneway.types import Message
 
 
@@ -20,7 +20,7 @@ class Recorder:
     def __init__(self) -> None:
         self.counters: dict[tuple[Metric, tuple[str, ...]], float] = defaultdict(float)
         self.gauges: dict[tuple[Metric, tuple[str, ...]], float] = {}
-        self.observed: dict[tuple[Metric, tuple[str, ...]], list[float]] = defaultdict(list)
+        self.observed: dict[tuple[Metric, tuple[str, ...]], list[Distribution]] = defaultdict(list)
 
     def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
         assert DEFINITIONS[metric].kind is MetricKind.COUNTER
@@ -32,11 +32,10 @@ class Recorder:
         assert len(labels) == len(DEFINITIONS[metric].labels)
         self.gauges[(metric, labels)] = value
 
-    def observe(
-        self, metric: Metric, values: Sequence[float], labels: tuple[str, ...] = ()
-    ) -> None:
+    def observe(self, metric: Metric, batch: Distribution, labels: tuple[str, ...] = ()) -> None:
         assert DEFINITIONS[metric].kind is MetricKind.HISTOGRAM
-        self.observed[(metric, labels)].extend(values)
+        assert len(batch.cumulative) == len(DEFINITIONS[metric].buckets)
+        self.observed[(metric, labels)].append(batch)
 
 
 def test_every_metric_is_defined_once_with_help_and_in_the_table() -> None:
@@ -80,10 +79,12 @@ def test_counts_and_gauges_reach_the_backend_and_match_stats(
     assert recorder.counters[(Metric.REBALANCES, ())] == stats.rebalances >= 1
     assert recorder.counters[(Metric.RETRIES, (name,))] == 6
     e2e = recorder.observed[(Metric.END_TO_END_LATENCY, (name,))]
-    assert len(e2e) == 300 and all(0 <= age < 60 for age in e2e)
+    assert sum(batch.count for batch in e2e) == 300
+    assert all(0 <= batch.total / batch.count < 60 for batch in e2e)
     durations = recorder.observed[(Metric.HANDLER_DURATION, (name,))]
-    assert len(durations) == 300
-    assert sorted(durations)[150] >= 0.001, "a handler sleeping 1 ms takes at least 1 ms"
+    assert sum(batch.count for batch in durations) == 294, "the finished messages"
+    under_a_ms = sum(batch.cumulative[3] for batch in durations)  # bucket 3: 1 ms
+    assert under_a_ms < 147, "a handler sleeping 1 ms takes at least 1 ms, mostly"
     assert recorder.gauges[(Metric.BUFFERED, ())] == 0
     assert recorder.gauges[(Metric.IN_FLIGHT, ())] == 0
     committed = {
@@ -101,3 +102,22 @@ def test_a_backend_without_the_methods_is_a_config_error() -> None:
     log.create_topic("t")
     with pytest.raises(laneway.ConfigError, match=r"metrics=.* \(missing increment\(\)\)"):
         laneway.Consumer(log.subscribe("t", "g"), print, metrics=object())  # type: ignore[arg-type]
+
+
+def test_a_distribution_of_a_small_batch_is_exact() -> None:
+    buckets = (0.001, 0.01, 0.1)
+    batch = Distribution.of_values([0.0005, 0.001, 0.002, 0.05, 0.2], buckets)
+    assert batch.cumulative == (2, 3, 4) and batch.count == 5
+    assert batch.total == pytest.approx(0.2535)
+    ages = Distribution.of_ages(10_000.0, [9_999, 9_990, 9_500, 9_000], buckets)
+    assert ages.cumulative == (1, 2, 2) and ages.count == 4
+    assert ages.total == pytest.approx((1 + 10 + 500 + 1000) / 1000)
+
+
+def test_a_large_batch_keeps_count_and_sum_and_its_shape() -> None:
+    values = [0.0005] * 600 + [0.05] * 300 + [2.0] * 100
+    batch = Distribution.of_values(values, (0.001, 0.1, 1.0, 10.0))
+    assert batch.count == 1_000 and batch.total == pytest.approx(sum(values))
+    assert abs(batch.cumulative[0] - 600) <= 16 and abs(batch.cumulative[1] - 900) <= 16
+    assert batch.cumulative[3] == 1_000
+    assert list(batch.cumulative) == sorted(batch.cumulative)

@@ -115,6 +115,7 @@ class ControlPlane:
 
     def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
         self._progress.assign(positions)
+        self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
         self._backpressure.assigned(positions)
         self._stopping.arrived(time.monotonic())
         self._tally.rebalanced()
@@ -178,7 +179,7 @@ class ControlPlane:
             self._engine.submit(runnable)
 
     def _collect(self) -> None:
-        finished, failed = self.completions.take()
+        finished, failed, durations, retries = self.completions.take_all()
         if failed:
             opened = self._router.route(failed)
             if opened:
@@ -187,9 +188,9 @@ class ControlPlane:
         if not finished and not settled:
             return
         now = time.monotonic()
-        self._tally.finished(finished, settled, now)
-        if self._tally.detailed:
-            self._tally.timings(*self.completions.take_timings())
+        self._tally.finished(finished, settled, now, durations)
+        if retries:
+            self._tally.retried(retries)
         if settled:
             finished.extend(settled)
         self._backpressure.finished(len(finished), now)
@@ -209,6 +210,7 @@ class ControlPlane:
     def _give_up(self, partitions: Collection[PartitionId]) -> None:
         self._backpressure.forget(partitions)
         self._progress.give_up(partitions)
+        self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
 
     def _commit_or_warn(self, partitions: Collection[PartitionId], what: str) -> None:
         """Commit, logging instead of raising when the source refuses (the offsets stay

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Mapping
 from operator import attrgetter
 
-from laneway.metrics import NO_METRICS, Metric, Metrics
+from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
 from laneway.stats import LatencyWindow
 from laneway.types import Message, PartitionId
 
@@ -16,6 +15,8 @@ GAUGE_EVERY = 1.0
 
 _topic_of = attrgetter("topic")
 _timestamp_of = attrgetter("timestamp")
+_E2E = DEFINITIONS[Metric.END_TO_END_LATENCY].buckets
+_HANDLER = DEFINITIONS[Metric.HANDLER_DURATION].buckets
 
 
 class Tally:
@@ -38,6 +39,7 @@ class Tally:
         self.ended: float | None = None
         self._last_finished: float | None = None
         self._sampled_at: float | None = None
+        self._sole_topic: str | None = None
         self._restarts = 0
 
     @property
@@ -50,9 +52,16 @@ class Tally:
         if self.started is None:
             self.started = now
 
-    def finished(self, processed: list[Message], failed: list[Message], now: float) -> None:
-        """Messages settled by ``now``: ``processed`` by their handler, ``failed`` after
-        their last attempt (dead-lettered or given to ``on_failure``)."""
+    def finished(
+        self,
+        processed: list[Message],
+        failed: list[Message],
+        now: float,
+        durations: list[float] | None = None,
+    ) -> None:
+        """Messages settled by ``now``: ``processed`` by their handler (``durations[i]``:
+        the handler time of ``processed[i]``, when measured), ``failed`` after their last
+        attempt (dead-lettered or given to ``on_failure``)."""
         self._last_finished = now
         self.processed += len(processed)
         self.failed += len(failed)
@@ -60,48 +69,55 @@ class Tally:
         if failed:
             self.latency.record(failed)
         if self._detailed:
-            self._count(Metric.MESSAGES_PROCESSED, processed)
-            self._count(Metric.MESSAGES_FAILED, failed)
-            self._end_to_end(processed)
-            self._end_to_end(failed)
+            self._report(Metric.MESSAGES_PROCESSED, processed, durations or None)
+            self._report(Metric.MESSAGES_FAILED, failed, None)
 
     @property
     def detailed(self) -> bool:
         """Whether a real backend listens (else nothing beyond the counts is computed)."""
         return self._detailed
 
-    def timings(self, durations: list[tuple[str, float]], retries: dict[str, int]) -> None:
-        """Handler times (with their topics) and retries per topic, as engines report them."""
-        metrics = self._metrics
-        for topic, count in retries.items():
-            metrics.increment(Metric.RETRIES, count, (topic,))
-        if not durations:
-            return
-        first = durations[0][0]
-        if all(topic == first for topic, _ in durations):
-            metrics.observe(Metric.HANDLER_DURATION, [d for _, d in durations], (first,))
-            return
-        by_topic: dict[str, list[float]] = {}
-        for topic, seconds in durations:
-            by_topic.setdefault(topic, []).append(seconds)
-        for topic, values in by_topic.items():
-            metrics.observe(Metric.HANDLER_DURATION, values, (topic,))
+    def owned_topics(self, topics: set[str]) -> None:
+        """The topics of the partitions owned now: with one, nothing is grouped by topic."""
+        self._sole_topic = next(iter(topics)) if len(topics) == 1 else None
 
-    def _end_to_end(self, messages: list[Message]) -> None:
-        """Message timestamp -> now, in seconds, for every message (per topic)."""
+    def retried(self, retries: dict[str, int]) -> None:
+        """Retries made per topic, as engines report them."""
+        for topic, count in retries.items():
+            self._metrics.increment(Metric.RETRIES, count, (topic,))
+
+    def _report(
+        self, counter: Metric, messages: list[Message], durations: list[float] | None
+    ) -> None:
+        """Count ``messages`` and observe their end-to-end latency (and handler times)
+        per topic, bucketed in one pass (see :class:`~laneway.metrics.Distribution`)."""
         if not messages:
             return
         now_ms = time.time() * 1000.0
-        by_topic: dict[str, list[Message]] = {}
-        first = messages[0].topic
-        if messages[-1].topic == first and all(m.topic == first for m in messages):
-            by_topic[first] = messages
-        else:
-            for message in messages:
-                by_topic.setdefault(message.topic, []).append(message)
-        for topic, group in by_topic.items():
-            ages = [(now_ms - stamp) / 1000.0 for stamp in map(_timestamp_of, group)]
-            self._metrics.observe(Metric.END_TO_END_LATENCY, ages, (topic,))
+        metrics = self._metrics
+        for topic, group, times in self._by_topic(messages, durations):
+            labels = (topic,)
+            metrics.increment(counter, len(group), labels)
+            stamps = list(map(_timestamp_of, group))
+            metrics.observe(
+                Metric.END_TO_END_LATENCY, Distribution.of_ages(now_ms, stamps, _E2E), labels
+            )
+            if times:
+                batch = Distribution.of_values(times, _HANDLER)
+                metrics.observe(Metric.HANDLER_DURATION, batch, labels)
+
+    def _by_topic(
+        self, messages: list[Message], durations: list[float] | None
+    ) -> list[tuple[str, list[Message], list[float] | None]]:
+        if self._sole_topic is not None:
+            return [(self._sole_topic, messages, durations)]
+        groups: dict[str, tuple[list[Message], list[float]]] = {}
+        for index, message in enumerate(messages):
+            group = groups.setdefault(message.topic, ([], []))
+            group[0].append(message)
+            if durations is not None and index < len(durations):
+                group[1].append(durations[index])
+        return [(topic, group, times or None) for topic, (group, times) in groups.items()]
 
     def end(self, now: float) -> None:
         """The run is over: its clock stops at the last message settled (an idle wait
@@ -154,8 +170,3 @@ class Tally:
         if worker_restarts > self._restarts:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts
-
-    def _count(self, metric: Metric, messages: list[Message]) -> None:
-        if messages:
-            for topic, count in Counter(map(_topic_of, messages)).items():
-                self._metrics.increment(metric, count, (topic,))

@@ -28,7 +28,7 @@ class Completions:
         self._ready = threading.Event()
         self._finished: list[Message] = []
         self._failed: list[Failure] = []
-        self._durations: list[tuple[str, float]] = []
+        self._durations: list[float] = []
         self._retries: dict[str, int] = {}
         self._wanted = 1
         self._woken = False
@@ -37,12 +37,12 @@ class Completions:
         self,
         finished: list[Message],
         failures: list[Failure],
-        durations: list[tuple[str, float]] | None = None,
+        durations: list[float] | None = None,
         retries: dict[str, int] | None = None,
     ) -> None:
         """Finished messages and failures of an engine (either may be empty), and for
-        metrics the handler seconds of each message run with its topic (engines measure
-        them only when asked) and the retries made per topic."""
+        metrics the handler seconds of each finished message (in the same order; engines
+        measure them only when asked) and the retries made per topic."""
         if not finished and not failures and not durations and not retries:
             return
         with self._lock:
@@ -64,12 +64,18 @@ class Completions:
             failed, self._failed = self._failed, []
         return finished, failed
 
-    def take_timings(self) -> tuple[list[tuple[str, float]], dict[str, int]]:
-        """The handler times and the retries per topic reported since the last call."""
+    def take_all(
+        self,
+    ) -> tuple[list[Message], list[Failure], list[float], dict[str, int]]:
+        """:meth:`take`, with the handler times of the finished messages (same order) and
+        the retries per topic, all reported since the last call."""
         with self._lock:
+            self._ready.clear()
+            finished, self._finished = self._finished, []
+            failed, self._failed = self._failed, []
             durations, self._durations = self._durations, []
             retries, self._retries = self._retries, {}
-        return durations, retries
+        return finished, failed, durations, retries
 
     def wait(self, timeout: float, at_least: int = 1) -> bool:
         """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),

@@ -160,7 +160,7 @@ class Harvest:
     def __init__(self) -> None:
         self.finished: list[Message] = []
         self.failed: list[Failure] = []
-        self.durations: list[tuple[str, float]] = []
+        self.durations: list[float] = []
         self.retries: dict[str, int] = {}
 
     def add(self, batch: Batch, result: BatchResult) -> None:
@@ -170,8 +170,9 @@ class Harvest:
         self.finished.extend(done)
         self.failed.extend(bad)
         if durations:
-            ran = [m for i, m in enumerate(batch.messages) if i not in batch.gave_up]
-            self.durations.extend((m.topic, d) for m, d in zip(ran, durations, strict=False))
+            skip = batch.gave_up | {failure[0] for failure in failures}
+            ran = [i for i in range(len(batch.messages)) if i not in batch.gave_up]
+            self.durations.extend(d for i, d in zip(ran, durations, strict=False) if i not in skip)
         for index, count in retried:
             topic = batch.messages[index].topic
             self.retries[topic] = self.retries.get(topic, 0) + count

@@ -13,20 +13,26 @@ port + *i*).
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from laneway.metrics import DEFINITIONS, Labels, Metric, MetricDefinition, MetricKind
+from laneway.metrics import (
+    DEFINITIONS,
+    Distribution,
+    Labels,
+    Metric,
+    MetricDefinition,
+    MetricKind,
+)
 
 
 class _BulkHistogram(Collector):
-    """A histogram that takes observations in batches: sorting a batch once and bisecting
-    it per bucket costs C time per value, where ``Histogram.observe`` per value would
-    cost a lock and a Python call per message."""
+    """A histogram that takes observations as bucketed batches (:class:`Distribution`),
+    where ``Histogram.observe`` per value would cost a lock and a Python call per
+    message."""
 
     def __init__(self, name: str, spec: MetricDefinition) -> None:
         self._name = name
@@ -34,17 +40,14 @@ class _BulkHistogram(Collector):
         self._lock = threading.Lock()
         self._series: dict[Labels, tuple[list[int], list[float]]] = {}
 
-    def observe(self, values: Sequence[float], labels: Labels) -> None:
-        ordered = sorted(values)
+    def observe(self, batch: Distribution, labels: Labels) -> None:
         bounds = self._spec.buckets
-        counts = [bisect_right(ordered, bound) for bound in bounds]
-        total = sum(ordered)
         with self._lock:
             cumulative, totals = self._series.setdefault(labels, ([0] * len(bounds), [0.0, 0.0]))
-            for index, count in enumerate(counts):
+            for index, count in enumerate(batch.cumulative):
                 cumulative[index] += count
-            totals[0] += total
-            totals[1] += len(ordered)
+            totals[0] += batch.total
+            totals[1] += batch.count
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(self._name, self._spec.help, labels=self._spec.labels)
@@ -97,9 +100,9 @@ class PrometheusMetrics:
         gauge = self._gauges[metric]
         (gauge.labels(*labels) if labels else gauge).set(value)
 
-    def observe(self, metric: Metric, values: Sequence[float], labels: Labels = ()) -> None:
-        if values:
-            self._histograms[metric].observe(values, labels)
+    def observe(self, metric: Metric, batch: Distribution, labels: Labels = ()) -> None:
+        if batch.count:
+            self._histograms[metric].observe(batch, labels)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> int:
         """Serve ``/metrics`` on ``address:port`` from a daemon thread; the port (0 picks
