@@ -52,23 +52,41 @@ class Threads:
             self.peak = 0
 
 
-def test_near_instant_handlers_run_on_a_few_threads() -> None:
-    seen: set[int] = set()
+class CountingCondition(threading.Condition):
+    """The engine's condition, counting how many waiting threads it was asked to wake."""
 
-    def handle(message: Message) -> None:
-        seen.add(threading.get_ident())  # no lock: one more lock would be the bottleneck
+    def __init__(self) -> None:
+        super().__init__()
+        self.woken = 0
 
-    engine = ThreadEngine(Invoker(handle, ONCE), Ordering.KEY, 64)
+    def notify(self, n: int = 1) -> None:
+        self.woken += n
+        super().notify(n)
+
+
+def wakeups_for_near_instant_handlers() -> int:
+    """How many thread wake-ups the engine asks for while near-instant handlers arrive
+    poll by poll, 100 ready lanes at a time, after their cost was measured."""
+    engine = ThreadEngine(Invoker(lambda message: None, ONCE), Ordering.KEY, 64)
+    cond = engine._cond = CountingCondition()
     with started(engine) as completions:
         engine.submit(batch(2_000, keys=100))  # handler time is measured on these
         assert len(collect(completions, 2_000)) == 2_000
-        seen.clear()
-        for poll in range(5):  # then work arrives poll by poll, 100 ready lanes each time,
+        before = cond.woken
+        for poll in range(5):
             engine.submit(batch(1_000, keys=100, first_offset=2_000 + poll * 1_000))
             busy_for(0.002)  # from a thread that keeps the GIL busy between polls
         assert len(collect(completions, 5_000)) == 5_000
-    # Waking a thread per ready lane would put all 64 to work for microseconds each.
-    assert len(seen) <= 16
+        return cond.woken - before
+
+
+def test_near_instant_handlers_wake_few_threads() -> None:
+    # Waking a thread per ready lane asks for over 600 wake-ups here; the cost-based
+    # policy asked for 5 on the development machine, idle or beside two CPU hogs. The
+    # median of five trials, because handler cost is measured in wall time: when other
+    # processes take the CPU away mid-run, one trial can look like slow handlers.
+    counts = sorted(wakeups_for_near_instant_handlers() for _ in range(5))
+    assert counts[2] <= 40, f"wake-ups asked for per trial: {counts}"
 
 
 def test_blocking_handlers_get_a_thread_per_ready_lane() -> None:
