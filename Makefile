@@ -33,10 +33,11 @@ $(DEV): pyproject.toml
 demo: $(RUNTIME)
 	$(BIN)/laneway demo
 
-# Lint and type-check first (no broker needed), then run every test against a real broker:
-# LANEWAY_KAFKA_BOOTSTRAP if set, else a broker scripts/with-kafka starts and stops again.
+# Lint and type-check first (no services needed), then run every test against a real broker
+# and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP / LANEWAY_POSTGRES_DSN if set, else servers
+# scripts/with-services starts and stops again.
 test: lint
-	scripts/with-kafka $(BIN)/pytest -q
+	scripts/with-services kafka postgres -- $(BIN)/pytest -q
 
 lint: $(DEV)
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -51,4 +52,5 @@ kafka-stop:
 
 clean:
 	scripts/kafka stop
-	rm -rf $(VENV) .kafka .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info
+	scripts/postgres stop
+	rm -rf $(VENV) .kafka .postgres .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info

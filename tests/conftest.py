@@ -5,41 +5,50 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kafka_helpers import run_kafka_script
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
-BOOTSTRAP_ENV = "LANEWAY_KAFKA_BOOTSTRAP"
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # The first start in a fresh clone downloads the broker jars with Maven.
 START_TIMEOUT_S = 900.0
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap address of a real single-node Kafka broker on 127.0.0.1.
-
-    Uses LANEWAY_KAFKA_BOOTSTRAP when it is set (the broker belongs to whoever set it). Otherwise
-    reuses the broker that scripts/kafka already runs for this checkout, or starts one and stops
-    it when the test session ends.
-    """
-    preset = os.environ.get(BOOTSTRAP_ENV, "").strip()
+def real_service(variable: str, script: Path) -> Iterator[str]:
+    """The address of a real server: ``variable`` when it is set (the server belongs to
+    whoever set it), else the one ``script`` already runs for this checkout, else one it
+    starts now and stops when the test session ends."""
+    preset = os.environ.get(variable, "").strip()
     if preset:
         yield preset
         return
-    status = run_kafka_script("status", timeout_s=30.0)
+    status = run_kafka_script("status", timeout_s=30.0, script=script)
     if status.returncode == 0:
         yield status.stdout.strip()
         return
-    started = run_kafka_script("start", timeout_s=START_TIMEOUT_S)
+    started = run_kafka_script("start", timeout_s=START_TIMEOUT_S, script=script)
     if started.returncode != 0:
-        pytest.fail(f"scripts/kafka start failed:\n{started.stderr}", pytrace=False)
+        pytest.fail(f"{script} start failed:\n{started.stderr}", pytrace=False)
     try:
         yield started.stdout.strip()
     finally:
-        stopped = run_kafka_script("stop", timeout_s=60.0)
+        stopped = run_kafka_script("stop", timeout_s=60.0, script=script)
         if stopped.returncode != 0:
-            sys.stderr.write(f"scripts/kafka stop failed:\n{stopped.stderr}")
+            sys.stderr.write(f"{script} stop failed:\n{stopped.stderr}")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
+    yield from real_service("LANEWAY_KAFKA_BOOTSTRAP", SCRIPTS / "kafka")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """DSN of a real PostgreSQL server on 127.0.0.1 (scripts/postgres)."""
+    yield from real_service("LANEWAY_POSTGRES_DSN", SCRIPTS / "postgres")
 
 
 @pytest.fixture

@@ -2,97 +2,48 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import service_app
 from kafka_helpers import committed_offsets, create_topic, end_offsets, produce, unique_name
+from service_runs import SUPPORT, Service, free_port, wait_until
 
 from laneway.offsets.codec import decode
 
 pytestmark = pytest.mark.kafka
 
-SUPPORT = Path(__file__).resolve().parent / "support"
-FAST_GROUP = "session.timeout.ms = 6000\nheartbeat.interval.ms = 300\n"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-class Service:
-    """A ``laneway run`` process started by a test, killed at teardown if still running."""
+class AppService(Service):
+    """``laneway run service_app:handle``, recording what it handles under ``records``."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
         self.records = tmp_path / "records"
         self.records.mkdir()
-        self.processes: list[subprocess.Popen[str]] = []
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
-            "SERVICE_RECORD_DIR": str(self.records),
-        }
-        self.kafka_file = tmp_path / "kafka.toml"
-        self.kafka_file.write_text(f"[kafka]\n{FAST_GROUP}")
-
-    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "laneway", "run", "service_app:handle", *args],
-            env={**self.env, **(env or {})},
-            cwd=self.tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # members of --members too are killed at teardown
+        super().__init__(
+            tmp_path, "service_app:handle", [SUPPORT], {"SERVICE_RECORD_DIR": str(self.records)}
         )
-        self.processes.append(process)
-        return process
-
-    def run(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-        process = self.start(*args, env=env)
-        output, _ = process.communicate(timeout=60)
-        return process.returncode, output
-
-    def close(self) -> None:
-        for process in self.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate(timeout=30)
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    running = Service(tmp_path)
+def service(tmp_path: Path) -> Iterator[AppService]:
+    running = AppService(tmp_path)
     yield running
     running.close()
 
 
 def test_sigterm_mid_run_drains_and_commits_exactly_what_was_handled(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     topic, group = unique_name("svc-term"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 4)
@@ -129,7 +80,7 @@ def test_sigterm_mid_run_drains_and_commits_exactly_what_was_handled(
 
 
 def test_settings_come_from_flag_then_environment_then_file(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     config = service.tmp_path / "laneway.toml"
     config.write_text(
@@ -170,7 +121,7 @@ def test_settings_come_from_flag_then_environment_then_file(
     ],
 )  # fmt: skip
 def test_start_up_errors_are_one_line_and_an_exit_code(
-    service: Service, args: list[str], expected: str, code: int
+    service: AppService, args: list[str], expected: str, code: int
 ) -> None:
     (service.tmp_path / "bad.toml").write_text("concurency = 4\n")
     began = time.monotonic()
@@ -182,7 +133,7 @@ def test_start_up_errors_are_one_line_and_an_exit_code(
 
 
 def test_a_handler_that_cannot_be_imported_is_one_line_and_exit_2(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     process = subprocess.run(
         [sys.executable, "-m", "laneway", "run", "no_such_module:handle",
@@ -197,7 +148,7 @@ def test_a_handler_that_cannot_be_imported_is_one_line_and_exit_2(
 
 
 def test_readyz_reports_a_stall_and_recovers_and_livez_stays_up(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     topic, group = unique_name("svc-stall"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 2)
@@ -237,7 +188,7 @@ def test_readyz_reports_a_stall_and_recovers_and_livez_stays_up(
 
 
 def test_on_stall_exit_ends_the_process_with_exit_code_4(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     topic = unique_name("svc-exit")
     create_topic(kafka_bootstrap, topic, 1)
@@ -258,7 +209,7 @@ def test_on_stall_exit_ends_the_process_with_exit_code_4(
 
 
 def test_members_share_the_partitions_and_a_killed_member_is_replaced(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     topic, group = unique_name("svc-members"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 8)
@@ -296,7 +247,7 @@ def test_members_share_the_partitions_and_a_killed_member_is_replaced(
 
 
 def test_a_member_that_keeps_crashing_stops_the_group_with_exit_code_5(
-    service: Service, kafka_bootstrap: str
+    service: AppService, kafka_bootstrap: str
 ) -> None:
     topic = unique_name("svc-crash")
     create_topic(kafka_bootstrap, topic, 2)

@@ -51,7 +51,8 @@ class ReadRecord:
 def run_kafka_script(
     command: str, timeout_s: float, script: Path = KAFKA_SCRIPT
 ) -> subprocess.CompletedProcess[str]:
-    """Run `scripts/kafka <command>` (or a copy of it) with this interpreter, capturing output."""
+    """Run `scripts/kafka <command>` (or a copy of it, or another service script such as
+    `scripts/postgres`) with this interpreter, capturing output."""
     return subprocess.run(
         [sys.executable, str(script), command],
         capture_output=True,
