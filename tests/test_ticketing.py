@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,10 +14,10 @@ from kafka_helpers import create_topic, unique_name
 from service_runs import Service, wait_until
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ticketing"
-sys.path.insert(0, str(EXAMPLE))  # the example's modules are top-level, as `laneway run` sees them
+sys.path.append(str(EXAMPLE))  # the example's modules are top-level, as `laneway run` sees them
 
-from check import problems  # noqa: E402
-from reservations import Request, prepare, produce, requests  # noqa: E402
+from ticket_checks import problems  # noqa: E402
+from ticket_requests import Request, prepare, produce, requests  # noqa: E402
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -37,25 +37,35 @@ def database(postgres_dsn: str) -> str:
 
 
 @pytest.fixture
-def service(tmp_path: Path, database: str) -> Iterator[Service]:
-    running = Service(
-        tmp_path, "", [EXAMPLE], {"TICKETING_DSN": database, "TICKETING_POOL_SIZE": "8"}
-    )
-    yield running
-    running.close()
+def services(tmp_path: Path, database: str) -> Iterator[Callable[[str], Service]]:
+    """``laneway run ticket_handlers:<name>`` processes, killed at teardown."""
+    started: list[Service] = []
+
+    def service(handler: str) -> Service:
+        env = {"TICKETING_DSN": database, "TICKETING_POOL_SIZE": "8"}
+        started.append(Service(tmp_path, f"ticket_handlers:{handler}", [EXAMPLE], env))
+        return started[-1]
+
+    yield service
+    for running in started:
+        running.close()
 
 
 @pytest.mark.parametrize(
     ("handler", "engine"), [("reserve_async", "async"), ("reserve_blocking", "thread")]
 )
 def test_every_request_has_one_outcome_after_a_sigkill_and_restart(
-    service: Service, database: str, kafka_bootstrap: str, handler: str, engine: str
+    services: Callable[[str], Service],
+    database: str,
+    kafka_bootstrap: str,
+    handler: str,
+    engine: str,
 ) -> None:
+    service = services(handler)
     topic, group = unique_name("tickets"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 8)
     load = requests(4_000, users=1_500, seats=SEATS)
     produce(kafka_bootstrap, topic, load)
-    service.handler = f"handlers:{handler}"
     args = (
         "--bootstrap-servers", kafka_bootstrap, "--group", group, "--topic", topic,
         "--engine", engine, "--concurrency", "16", "--config", str(service.kafka_file),

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import psutil
 import psycopg
-from check import problems
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdrh.histogram import HdrHistogram
-from reservations import Request, prepare, produce, requests
+from ticket_checks import problems
+from ticket_requests import Request, prepare, produce, requests
 
 HERE = Path(__file__).resolve().parent
 TOPOLOGIES = {
@@ -45,7 +45,7 @@ TOPOLOGIES = {
     "2x async c64": ("async", 64, 2),
 }
 """name: (engine, concurrency, member processes)."""
-HANDLERS = {"async": "handlers:reserve_async", "thread": "handlers:reserve_blocking"}
+HANDLERS = {"async": "ticket_handlers:reserve_async", "thread": "ticket_handlers:reserve_blocking"}
 WARM_UP = 64
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -178,11 +179,14 @@ class SqliteWriter:
     """A handler with resources: ``open()`` connects to a SQLite database (a real one, a
     file ``<path>.<pid>`` per worker process: one writer's open transaction would lock
     out the others) and notes the pid, each message is inserted, ``close()`` commits and
-    disconnects. Rows become visible only once ``close()`` ran, so a test sees both."""
+    disconnects. Rows become visible only once ``close()`` ran, so a test sees both. The
+    thread engine's threads share the connection, so inserts take a lock (a sqlite3
+    connection used from two threads at once can lose a row)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.connection: sqlite3.Connection | None = None
+        self.lock = threading.Lock()
 
     def open(self) -> None:
         database = f"{self.path}.{os.getpid()}"
@@ -200,10 +204,16 @@ class SqliteWriter:
 
     def __call__(self, message: Message) -> None:
         assert self.connection is not None, "open() runs before the first message"
-        self.connection.execute("INSERT INTO seen VALUES (?, ?)", (os.getpid(), message.offset))
+        with self.lock:
+            self.connection.execute("INSERT INTO seen VALUES (?, ?)", (os.getpid(), message.offset))
 
     def __getstate__(self) -> dict[str, object]:
-        return {"path": self.path, "connection": None}
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.path = str(state["path"])
+        self.connection = None
+        self.lock = threading.Lock()
 
 
 class AsyncSqliteWriter(SqliteWriter):

@@ -1,7 +1,7 @@
 """Reservation handlers for ``laneway run``: the same transaction from asyncio and threads.
 
-    laneway run handlers:reserve_async    --engine async  --concurrency 64 ...
-    laneway run handlers:reserve_blocking --engine thread --concurrency 64 ...
+    laneway run ticket_handlers:reserve_async    --engine async  --concurrency 64 ...
+    laneway run ticket_handlers:reserve_blocking --engine thread --concurrency 64 ...
 
 (with ``examples/ticketing`` on ``PYTHONPATH``). Each handler opens a connection pool once
 per worker (``open``/``close``, see ``laneway/lifecycle.py``), sized to the consumer's
@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import asyncpg
 import psycopg_pool
-from reservations import reserve_arguments
+from ticket_requests import reserve_arguments
 
 from laneway.types import Message
 
