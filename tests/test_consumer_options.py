@@ -120,7 +120,7 @@ def test_only_the_async_engine_takes_an_event_loop(source: Any, engine: str) -> 
 def test_uvloop_without_the_package_names_the_extra(
     source: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("laneway.config.uvloop_installed", lambda: False)
+    monkeypatch.setattr("laneway.config.running.uvloop_installed", lambda: False)
     with pytest.raises(laneway.ConfigError, match=re.escape("pip install 'laneway[uvloop]'")):
         laneway.Consumer(source, handle_async, engine="async", event_loop="uvloop")
 

@@ -1,0 +1,138 @@
+"""ConsumerConfig: every consumer option, written once, with its default, checks and help.
+
+Each option is one field of an option group (:mod:`~laneway.config.running`,
+:mod:`~laneway.config.flow`, :mod:`~laneway.config.failures`,
+:mod:`~laneway.config.observing`) whose metadata holds an
+:class:`~laneway.options.OptionSpec`; :class:`ConsumerConfig` is all groups at once.
+Everything else is derived from these fields: the validation of ``Consumer(...)``
+keywords (:meth:`ConsumerConfig.from_options`), the options table in this class's
+docstring, the ``laneway run`` flags and ``LANEWAY_*`` environment variables
+(:func:`option_specs`). :class:`ConsumerOptions` types the keywords for type checkers; a
+test keeps its keys equal to the fields.
+
+Adding an option: a field (with :func:`~laneway.options.option`) and a keyword in the
+group it belongs to; checks between options of one group go in its ``_check_*`` method,
+checks across groups in :meth:`ConsumerConfig.__post_init__`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from laneway.config.failures import FailureKeywords, FailureOptions
+from laneway.config.flow import FlowKeywords, FlowOptions
+from laneway.config.observing import ObservingKeywords, ObservingOptions
+from laneway.config.running import RunningKeywords, RunningOptions
+from laneway.errors import ConfigError
+from laneway.options import ENV_PREFIX, EngineKind, EventLoop, OptionSpec, Ordering
+from laneway.retry import RetryPolicy
+
+
+# A dataclass takes the fields of its bases in reverse order of the bases, so the groups
+# are listed last-to-first: running options come first in every derived list.
+@dataclass(frozen=True)
+class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptions):
+    """The validated, immutable options of a :class:`laneway.Consumer`.
+
+    Build it with :meth:`from_options` (what ``Consumer(...)`` does) or directly with
+    keywords; either way every value is checked in ``__post_init__``, so no config exists
+    that skipped validation. Bad values raise :class:`~laneway.errors.ConfigError` naming
+    the option and what is allowed.
+    """
+
+    retry: RetryPolicy = field(init=False, repr=False, compare=False)
+    """The retry options as one policy (derived)."""
+
+    def __post_init__(self) -> None:
+        for each in dataclasses.fields(self):
+            spec = each.metadata.get("option")
+            if spec is not None:
+                object.__setattr__(self, each.name, spec.check(getattr(self, each.name), each.name))
+        self._check_running()
+        engine = self.engine
+        if self.handler_timeout is not None and engine in (EngineKind.SYNC, EngineKind.THREAD):
+            raise ConfigError(
+                f"handler_timeout={self.handler_timeout!r} is not valid with "
+                f"engine={engine.value!r}: a thread cannot be interrupted; use engine='async' "
+                "(the attempt is cancelled) or engine='process' (the worker is replaced)"
+            )
+        retry = RetryPolicy(
+            self.max_retries, self.retry_backoff, self.retry_backoff_max, self.handler_timeout
+        )
+        object.__setattr__(self, "retry", retry)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> ConsumerConfig:
+        """A config from ``Consumer(...)`` keywords; an unknown name is a ConfigError that
+        suggests the closest option."""
+        known = option_specs()
+        for name in options:
+            if name not in known:
+                raise ConfigError(unknown_option(name, known))
+        config: ConsumerConfig = cls(**options)  # type: ignore[arg-type]
+        return config
+
+
+class ConsumerOptions(RunningKeywords, FlowKeywords, FailureKeywords, ObservingKeywords):
+    """The keywords of ``Consumer(...)``, typed (see :class:`ConsumerConfig` for each)."""
+
+
+def option_specs() -> dict[str, OptionSpec]:
+    """Every consumer option's spec by name, in documentation order."""
+    return {
+        each.name: each.metadata["option"]
+        for each in dataclasses.fields(ConsumerConfig)
+        if "option" in each.metadata
+    }
+
+
+def option_defaults() -> dict[str, object]:
+    """Every consumer option's default value by name (``None`` where it depends on others)."""
+    return {
+        each.name: each.default
+        for each in dataclasses.fields(ConsumerConfig)
+        if "option" in each.metadata
+    }
+
+
+def env_variable(name: str) -> str:
+    """The environment variable that sets option ``name`` (``LANEWAY_CONCURRENCY``)."""
+    return ENV_PREFIX + name.upper()
+
+
+def unknown_option(name: str, known: Mapping[str, object]) -> str:
+    """The error text for an unknown option name, with the closest valid one."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; options: {', '.join(known)}"
+    return f"unknown option {name!r}{hint}"
+
+
+def options_table() -> str:
+    """Every option as a reStructuredText definition list: name, default, meaning, tuning."""
+    defaults = option_defaults()
+    entries = []
+    for name, spec in option_specs().items():
+        shown = spec.shown_default or _show(defaults[name])
+        text = spec.help[0].upper() + spec.help[1:] + "."
+        if spec.tuning:
+            text += f" Tuning: {spec.tuning}."
+        wrapped = textwrap.fill(text, 84, initial_indent="    ", subsequent_indent="    ")
+        entries.append(f"``{name}`` (default {shown})\n{wrapped}")
+    return "\n".join(entries)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, (EngineKind, Ordering, EventLoop)):
+        return repr(value.value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 10_000:
+        return f"{value:,}"
+    return repr(value)
+
+
+ConsumerConfig.__doc__ = "{}\n    Options:\n\n{}\n".format(
+    ConsumerConfig.__doc__, "\n".join("    " + line for line in options_table().splitlines())
+)

@@ -1,0 +1,81 @@
+"""The options that say how messages flow: buffering, polling, committing and stopping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypedDict
+
+from laneway.options import OptionSpec, duration, flag, number, option
+
+
+@dataclass(frozen=True)
+class FlowOptions:
+    """How much is fetched and buffered, when progress is committed, how a stop drains
+    (part of :class:`ConsumerConfig`)."""
+
+    max_buffered: int = option(
+        10_000,
+        OptionSpec(
+            "fetched-but-unfinished messages; at the bound fetching stops, after 0.25 s the "
+            "source is paused (resumed at half)",
+            number(),
+            "int",
+            "bounds memory; must cover concurrency plus a poll or two",
+        ),
+    )
+    commit_interval: float = option(
+        1.0,
+        OptionSpec(
+            "seconds between commits of finished offsets",
+            duration(),
+            "seconds",
+            "shorter: less replayed after a crash, more commit requests",
+        ),
+    )
+    poll_batch_size: int = option(
+        2_000,
+        OptionSpec(
+            "most messages fetched by one poll",
+            number(),
+            "int",
+            "thousands amortise each fetch; smaller spreads the buffer more finely",
+        ),
+    )
+    drain_timeout: float = option(
+        10.0,
+        OptionSpec(
+            "seconds stop() and a revocation wait for running handlers",
+            duration(allow_zero=True),
+            "seconds",
+            "keep it below the group's rebalance timeout; 0 gives up at once",
+        ),
+    )
+    metadata_max_bytes: int = option(
+        4_096,
+        OptionSpec(
+            "cap of the commit metadata that records finished offsets beyond the commit point",
+            number(minimum=64),
+            "int",
+            "must not exceed the broker's offset.metadata.max.bytes; larger lets more work "
+            "finish past one slow message (about 6 offsets per byte)",
+        ),
+    )
+    handle_signals: bool = option(
+        True,
+        OptionSpec(
+            "run() stops gracefully on SIGINT/SIGTERM (main thread only); a second aborts",
+            flag,
+            "bool",
+        ),
+    )
+
+
+class FlowKeywords(TypedDict, total=False):
+    """The keywords of :class:`FlowOptions`, typed."""
+
+    max_buffered: int
+    commit_interval: float
+    poll_batch_size: int
+    drain_timeout: float
+    metadata_max_bytes: int
+    handle_signals: bool
