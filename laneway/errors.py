@@ -16,7 +16,11 @@ class LogFullError(LanewayError):
 
 
 class UnknownTopicError(LanewayError, KeyError):
-    """A topic that does not exist in the embedded log."""
+    """A topic that does not exist (in the embedded log or the Kafka cluster)."""
+
+    def __str__(self) -> str:
+        # KeyError's own str() quotes its argument, which suits a key, not a sentence.
+        return str(self.args[0]) if self.args else ""
 
 
 class HandlerImportError(ConfigError):

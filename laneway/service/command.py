@@ -124,8 +124,7 @@ def _check(settings: Resolved) -> None:
 
 
 def _fail(error: LanewayError, code: int) -> int:
-    text = error.args[0] if error.args else str(error)  # a KeyError's str() adds quotes
-    click.echo(f"laneway run: error: {text}", err=True)
+    click.echo(f"laneway run: error: {error}", err=True)
     return code
 
 
