@@ -142,6 +142,36 @@ def test_an_open_circuit_diverts_the_key_s_queued_messages(engine: str) -> None:
     assert stats.failed == 300 and stats.processed == 20 and stats.dead_lettered == 300
 
 
+@pytest.mark.parametrize("engine", ["thread", "async"])
+def test_a_key_that_fails_at_once_runs_hardly_past_its_threshold(engine: str) -> None:
+    # Without retries a poison message fails in microseconds: a worker reporting failures
+    # only every few milliseconds ran ~100 of 200 before the control thread opened the
+    # circuit. A final failure is reported at once and hands the control thread the GIL.
+    topic = EmbeddedTopic(partitions=1)
+    topic.produce([(b"poison", b"x")] * 200 + [(b"fine", b"x")] * 20)
+    calls: list[bytes | None] = []
+
+    def handle(message: Message) -> None:
+        calls.append(message.key)
+        if message.key == b"poison":
+            raise ValueError("cannot parse")
+
+    async def handle_async(message: Message) -> None:
+        handle(message)
+
+    stats = laneway.Consumer(
+        topic.source("g"),
+        handle_async if engine == "async" else handle,
+        engine=engine,
+        max_retries=0,
+        poison_threshold=2,
+        on_failure=lambda message, failure: None,
+        handle_signals=False,
+    ).run(max_messages=220)
+    assert calls.count(b"poison") <= 10, f"{calls.count(b'poison')} calls after threshold 2"
+    assert stats.failed == 200 and stats.processed == 20
+
+
 def test_elapsed_and_throughput_leave_out_the_idle_wait() -> None:
     topic = EmbeddedTopic(partitions=2)
     topic.produce([(b"k%d" % (i % 10), b"v") for i in range(2_000)])

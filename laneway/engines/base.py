@@ -20,7 +20,8 @@ class Completions:
 
     Engines call :meth:`report` with whole batches of finished and failed messages;
     the control thread calls :meth:`take` to collect everything reported so far and
-    :meth:`wait` to sleep until something (or enough) is reported.
+    :meth:`wait` to sleep until something (or enough) is reported. A failure always wakes
+    it: failures are routed (dead letters, key circuits) as soon as they happen.
     """
 
     def __init__(self) -> None:
@@ -53,7 +54,7 @@ class Completions:
             if retries:
                 for topic, count in retries.items():
                     self._retries[topic] = self._retries.get(topic, 0) + count
-            enough = len(self._finished) + len(self._failed) >= self._wanted
+            enough = bool(failures) or len(self._finished) + len(self._failed) >= self._wanted
         if enough:
             self._ready.set()
 

@@ -111,6 +111,14 @@ class _Report:
         self._completions.report(self.done, self.failed, self.durations, self.retries)
         self.done, self.failed, self.durations, self.retries = [], [], [], {}
 
+    def failed_for_good(self, failure: Failure) -> None:
+        """A message failed its last attempt: report at once, so the control thread routes
+        it and, when that opens its key's circuit, takes back the key's queued messages
+        before this run reaches them (failures are rare; a report each costs little)."""
+        self.failed.append(failure)
+        self.flush()
+        time.sleep(0)  # hand the GIL to the control thread the report just woke
+
     def retried(self, message: Message, attempts: int) -> None:
         """``message`` took ``attempts`` attempts (counted as retries for metrics)."""
         if attempts > 1:
@@ -205,7 +213,7 @@ class Invoker:
                     if error is None:
                         report.done.append(message)
                     else:
-                        report.failed.append(Failure(message, *error))
+                        report.failed_for_good(Failure(message, *error))
                 else:
                     report.done.append(message)
         finally:
@@ -244,7 +252,8 @@ class Invoker:
                 if error is None:
                     report.done.append(message)
                 else:
-                    report.failed.append(Failure(message, *error))
+                    report.failed_for_good(Failure(message, *error))
+                    await asyncio.sleep(0)  # let a cancel the failure causes reach the loop
         finally:
             report.end()
 
