@@ -170,6 +170,30 @@ def test_no_ceilings_skips_the_bare_work(tmp_path: Path) -> None:
     assert "Work alone" not in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("flags", "twins"),
+    [
+        (["--metrics"], ["metrics"]),
+        (["--metrics", "otel", "--tracing"], ["otel-metrics", "tracing"]),
+    ],
+)
+def test_instrumented_twins_run_next_to_each_engine_and_their_cost_is_printed(
+    tmp_path: Path, flags: list[str], twins: list[str]
+) -> None:
+    json_path = tmp_path / "run.json"
+    result = invoke(
+        [*SMALL, "--scenarios", "trivial", "--engines", "baseline,thread", "--no-ceilings",
+         *flags, "--json", str(json_path)]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["rows"]
+    expected = [f"{e}+{t}" if t else e for e in ("baseline", "thread") for t in ("", *twins)]
+    assert [row["engine"] for row in rows] == expected
+    assert all(row["lost"] == 0 and row["duplicates"] == 0 for row in rows)
+    for twin in twins:
+        assert f"trivial p2 k10 key thread: {twin} on " in result.stdout
+
+
 def test_plot_writes_png_charts(full_run: tuple[Result, dict[str, Any], Path]) -> None:
     _, _, plot_dir = full_run
     names = {p.name for p in plot_dir.glob("*.png")}

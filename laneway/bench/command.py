@@ -68,15 +68,24 @@ def _counts(
     return counts
 
 
-def _instruments(metrics: bool, tracing: bool) -> tuple[str, ...]:
-    chosen = (("metrics",) if metrics else ()) + (("tracing",) if tracing else ())
-    needs = {"metrics": "prometheus_client", "tracing": "opentelemetry.sdk"}
+_NEEDS = {
+    "metrics": ("prometheus_client", "laneway[metrics]"),
+    "otel-metrics": ("opentelemetry.sdk", "opentelemetry-sdk"),
+    "tracing": ("opentelemetry.sdk", "opentelemetry-sdk"),
+}
+"""What each instrument imports, and what to install for it."""
+
+
+def _instruments(metrics: str | None, tracing: bool) -> tuple[str, ...]:
+    chosen = {None: (), "prometheus": ("metrics",), "otel": ("otel-metrics",)}[metrics]
+    chosen += ("tracing",) if tracing else ()
     for name in chosen:
-        if importlib.util.find_spec(needs[name].split(".")[0]) is None or (
-            name == "tracing" and importlib.util.find_spec(needs[name]) is None
+        module, extra = _NEEDS[name]
+        if importlib.util.find_spec(module.split(".")[0]) is None or (
+            "." in module and importlib.util.find_spec(module) is None
         ):
-            extra = "laneway[metrics]" if name == "metrics" else "opentelemetry-sdk"
-            raise click.UsageError(f"--{name} needs {needs[name]}: pip install '{extra}'")
+            flag = "tracing" if name == "tracing" else "metrics"
+            raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
     return chosen
 
 
@@ -173,9 +182,13 @@ def _orderings(
 )
 @click.option(
     "--metrics",
-    is_flag=True,
-    help="Run each laneway engine again with a Prometheus metrics backend (needs "
-    "laneway[metrics]) and print the throughput ratio, measured side by side.",
+    type=click.Choice(["prometheus", "otel"]),
+    is_flag=False,
+    flag_value="prometheus",
+    default=None,
+    help="Run each laneway engine again with a metrics backend and print the throughput "
+    "ratio, measured side by side: prometheus (the default when no value is given; needs "
+    "laneway[metrics]) or otel (the OpenTelemetry SDK with an in-memory reader).",
 )
 @click.option(
     "--tracing",
@@ -226,7 +239,7 @@ def bench(
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
-    metrics: bool,
+    metrics: str | None,
     tracing: bool,
     topic_prefix: str,
     json_path: Path | None,

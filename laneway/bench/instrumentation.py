@@ -1,7 +1,9 @@
 """``laneway bench --metrics/--tracing``: the same runs again with instrumentation on.
 
 Each laneway engine row gets a twin, ``<engine>+metrics`` (a :class:`PrometheusMetrics`
-backend, not served: the cost of keeping the metrics, not of scraping them) or
+backend, not served: the cost of keeping the metrics, not of scraping them),
+``<engine>+otel-metrics`` (an :class:`OpenTelemetryMetrics` backend on the SDK with an
+in-memory reader that is never read: the cost of recording) or
 ``<engine>+tracing`` (the OpenTelemetry SDK with a batch span processor whose exporter
 drops the spans: the cost of making them), run right after it, so their ratio is
 measured side by side. Tracing covers the in-process engines: process-engine workers
@@ -16,7 +18,7 @@ from typing import Any
 
 from laneway.metrics import NO_METRICS, Metrics
 
-INSTRUMENTS = ("metrics", "tracing")
+INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
 
 
 def instrumented(engine: str, instruments: Sequence[str]) -> list[str]:
@@ -34,6 +36,17 @@ def instrument(name: str) -> Iterator[Metrics]:
         from laneway.observability.prometheus import PrometheusMetrics
 
         yield PrometheusMetrics()
+    elif name == "otel-metrics":
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        from laneway.observability.otel_metrics import OpenTelemetryMetrics
+
+        provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        try:
+            yield OpenTelemetryMetrics(provider)
+        finally:
+            provider.shutdown()
     elif name == "tracing":
         with _sdk_tracing():
             yield NO_METRICS

@@ -165,7 +165,7 @@ class RunSpec:
     concurrency: int
     repeat: int
     instrument: str = ""
-    """``metrics`` or ``tracing`` for an instrumented twin of the engine's run."""
+    """``metrics``, ``otel-metrics`` or ``tracing`` for an instrumented twin of the run."""
 
     @property
     def label(self) -> str:
