@@ -180,6 +180,8 @@ class ControlPlane:
 
     def _collect(self) -> None:
         finished, failed, durations, retries = self.completions.take_all()
+        if retries:
+            self._tally.retried(retries)
         if failed:
             opened = self._router.route(failed)
             if opened:
@@ -189,8 +191,6 @@ class ControlPlane:
             return
         now = time.monotonic()
         self._tally.finished(finished, settled, now, durations)
-        if retries:
-            self._tally.retried(retries)
         if settled:
             finished.extend(settled)
         self._backpressure.finished(len(finished), now)
