@@ -17,6 +17,7 @@ tx ids count up from 1 and are globally unique. The same ``seed`` gives the same
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 from ledger import Ledger
 from transactions import MAX_CLIENT, MAX_TX, SCALE, Kind, Transaction
@@ -108,6 +109,11 @@ class _Generator:
 
 def generate(count: int, clients: int, seed: int = 0) -> list[Transaction]:
     """``count`` transactions over ``clients`` distinct client ids, the same for the same seed."""
+    return list(stream(count, clients, seed))
+
+
+def stream(count: int, clients: int, seed: int = 0) -> Iterator[Transaction]:
+    """:func:`generate`, one transaction at a time (for files larger than memory should hold)."""
     if not 1 <= clients <= MAX_CLIENT:
         raise ValueError(f"clients={clients} is not valid; expected 1..{MAX_CLIENT}")
     if count >= MAX_TX // 2:
@@ -117,12 +123,10 @@ def generate(count: int, clients: int, seed: int = 0) -> list[Transaction]:
     weights = [1.0 / (rank**ZIPF_EXPONENT) for rank in range(1, clients + 1)]
     picks = gen.rng.choices(ids, weights=weights, k=count)
     states = {client: _Client() for client in ids}
-    out = []
     for client in picks:
         if states[client].locked and gen.rng.random() < LOCKED_TRAFFIC_MOVES:
             client = gen.rng.choice(ids)
-        out.append(gen.one(client, states[client]))
-    return out
+        yield gen.one(client, states[client])
 
 
 def reference(transactions: list[Transaction]) -> tuple[Ledger, dict[str, int]]:
