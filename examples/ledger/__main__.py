@@ -14,13 +14,18 @@ reported on stderr with its line number and skipped. ``stress`` runs the seed's 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
+import tracemalloc
 from pathlib import Path
 
 # `python examples/ledger` puts this directory first on sys.path: the modules below are
 # top-level, and the process engine's workers find them the same way.
 from generator import stream
-from tool import ENGINES, run_csv, write_accounts
+from lanes import peak_rss, traced_peak
+from tool import ENGINES, ToolRun, run_csv, write_accounts
 from transactions import encode
 
 HEADER = "type,client,tx,amount\n"
@@ -51,6 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--concurrency", type=_positive, help="engine default if unset")
     parser.add_argument(
+        "--stats",
+        type=Path,
+        metavar="FILE",
+        help="write the run's time, records and peak memory to FILE as JSON",
+    )
+    parser.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="trace Python allocations (tracemalloc, also in process-engine workers) for the "
+        "engine-memory figure in --stats; makes the run several times slower",
+    )
+    parser.add_argument(
         "--generate",
         type=_positive,
         metavar="N",
@@ -76,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         malformed += 1
         print(f"{options.input}:{number}: skipped: {reason}: {line.strip()!r}", file=sys.stderr)
 
+    if options.trace_memory:
+        os.environ["PYTHONTRACEMALLOC"] = "1"  # spawned workers inherit it
+        tracemalloc.start()
+    started = time.perf_counter()
     try:
         with options.input.open(encoding="utf-8", errors="replace") as lines:
             run = run_csv(
@@ -93,9 +114,34 @@ def main(argv: list[str] | None = None) -> int:
     for number, line, reason in run.malformed:
         report(number, line, reason)
     write_accounts(run.balances, sys.stdout)
+    sys.stdout.flush()
+    seconds = time.perf_counter() - started
     if malformed:
         print(f"{malformed:,} malformed row(s) skipped", file=sys.stderr)
+    if options.stats is not None:
+        write_stats(options.stats, options.engine, seconds, run, malformed)
     return 0
+
+
+def write_stats(path: Path, engine: str, seconds: float, run: ToolRun, malformed: int) -> None:
+    """The run's figures as JSON: ``seconds`` from opening the input to the last account
+    written; peak RSS of this process and of each worker; ``traced_peak_bytes``: the peak
+    of Python allocations (laneway's buffers, the log's records, the ledger), summed over
+    this process and the workers, ``null`` without ``--trace-memory``; ``state_bytes``: the
+    ledger's own footprint (:meth:`ledger.Ledger.footprint`), measured after the run."""
+    traced = [traced_peak(), *(worker.traced for worker in run.workers)]
+    figures = {
+        "engine": engine,
+        "seconds": seconds,
+        "records": run.records,
+        "malformed": malformed,
+        "accounts": len(run.balances),
+        "rss_bytes": peak_rss(),
+        "worker_rss_bytes": [worker.rss for worker in run.workers],
+        "state_bytes": run.state_bytes,
+        "traced_peak_bytes": sum(traced) if min(traced) >= 0 else None,
+    }
+    path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
 
 def generate(count: int, clients: int, seed: int) -> None:

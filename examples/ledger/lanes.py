@@ -23,8 +23,11 @@ state is split, and ``close()`` writes the worker's accounts and malformed rows 
 from __future__ import annotations
 
 import os
+import resource
+import tracemalloc
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from csv_input import KINDS, Report, parse_block
 from ledger import Account, Balance, Ledger
@@ -118,6 +121,7 @@ class LaneHandler:
                 )
             for number, line, reason in self.malformed:
                 out.write(f"!{number}\t{reason}\t{line.rstrip()}\n")
+            out.write(f"#{traced_peak()},{peak_rss()},{self.ledger.footprint()}\n")
 
     def __reduce__(self) -> tuple[type[LaneHandler], tuple[None, Path | None]]:
         """What a process-engine worker receives: a fresh ledger, the snapshot directory."""
@@ -134,13 +138,45 @@ class AsyncLaneHandler:
         self.apply(message)
 
 
-def read_snapshots(directory: Path) -> tuple[dict[int, Balance], list[Malformed]]:
-    """The accounts and malformed rows every worker wrote into ``directory``."""
+class Memory(NamedTuple):
+    """A worker's peak memory in bytes: traced Python allocations (-1: not traced), RSS, and
+    the footprint of its ledger (:meth:`~ledger.Ledger.footprint`)."""
+
+    traced: int
+    rss: int
+    state: int
+
+
+def traced_peak() -> int:
+    """Peak bytes allocated through Python since tracing began (-1 when not tracing)."""
+    return tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else -1
+
+
+def peak_rss() -> int:
+    """This process's peak resident set size in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Snapshots(NamedTuple):
+    """What the process engine's workers wrote when they stopped."""
+
+    balances: dict[int, Balance]
+    malformed: list[Malformed]
+    workers: list[Memory]
+
+
+def read_snapshots(directory: Path) -> Snapshots:
+    """The accounts, malformed rows and peak memory every worker wrote into ``directory``."""
     balances: dict[int, Balance] = {}
     malformed: list[Malformed] = []
+    workers: list[Memory] = []
     for path in sorted(directory.glob(SNAPSHOT_GLOB)):
         with path.open(encoding="utf-8") as lines:
             for line in lines:
+                if line.startswith("#"):
+                    traced, rss, state = map(int, line[1:].split(","))
+                    workers.append(Memory(traced, rss, state))
+                    continue
                 if line.startswith("!"):
                     number, reason, text = line[1:].rstrip("\n").split("\t", 2)
                     malformed.append((int(number), text, reason))
@@ -149,4 +185,4 @@ def read_snapshots(directory: Path) -> tuple[dict[int, Balance], list[Malformed]
                 if client in balances:
                     raise ValueError(f"client {client} was in two workers' ledgers")
                 balances[client] = Balance(available, held, available + held, locked == 1, rejected)
-    return balances, malformed
+    return Snapshots(balances, malformed, workers)

@@ -29,6 +29,7 @@ the result does not depend on how different clients' transactions interleave.
 
 from __future__ import annotations
 
+from sys import getsizeof
 from typing import NamedTuple
 
 from transactions import Kind, Transaction, format_amount
@@ -192,6 +193,22 @@ class Ledger:
         account.rejected += 1
         return rejected
 
+    def footprint(self) -> int:
+        """Bytes this ledger's objects take: the accounts, their tx maps, and the ints in
+        them (small ints, shared by the interpreter, count as 0). Its only-growing state,
+        so the value at the end of a run is its peak."""
+        size = getsizeof(self.accounts)
+        for client, account in self.accounts.items():
+            size += _int_size(client) + getsizeof(account) + getsizeof(account.txs)
+            size += _int_size(account.available) + _int_size(account.held)
+            for tx, amount in account.txs.items():
+                size += _int_size(tx) + _int_size(amount)
+        return size
+
     def balances(self) -> dict[int, Balance]:
         """Every account's :class:`Balance`, by client id."""
         return {client: account.balance() for client, account in self.accounts.items()}
+
+
+def _int_size(value: int) -> int:
+    return 0 if -5 <= value <= 256 else getsizeof(value)

@@ -32,6 +32,7 @@ from lanes import (
     AsyncLaneHandler,
     LaneHandler,
     Malformed,
+    Memory,
     apply_rows,
     lane_key,
     lane_records,
@@ -41,6 +42,7 @@ from ledger import Balance, Ledger
 from transactions import format_amount
 
 import laneway
+from laneway.sources.embedded import EmbeddedSource
 
 ENGINES = ("sync", "thread", "async", "process")
 TOPIC = "transactions"
@@ -60,6 +62,10 @@ class ToolRun(NamedTuple):
     """Rows the handlers could not parse, by line number (the feeder reports the rest)."""
     records: int
     stats: laneway.ConsumerStats
+    state_bytes: int
+    """The ledger's footprint (summed over the process engine's workers)."""
+    workers: list[Memory]
+    """Peak memory of each process-engine worker (empty for the other engines)."""
 
 
 def capacity_for(batch: int, partitions: int) -> int:
@@ -96,7 +102,7 @@ def run_csv(
                 commit_interval=COMMIT_INTERVAL,
             )
             records = lane_records(numbered_lines(lines), lanes, batch, report)
-            feeder = _Feeder(log, partitions, records, consumer)
+            feeder = _Feeder(log, partitions, records, consumer, source)
             feeder.start()
             try:
                 stats = consumer.run()
@@ -109,13 +115,16 @@ def run_csv(
                 raise RuntimeError(
                     f"{feeder.produced:,} records were produced but {stats.handled:,} handled"
                 )
+            workers: list[Memory] = []
             if engine == "process":
-                balances, malformed = read_snapshots(Path(snapshots))
+                balances, malformed, workers = read_snapshots(Path(snapshots))
+                state = sum(worker.state for worker in workers)
             else:
                 balances, malformed = ledger.balances(), applier.malformed
+                state = ledger.footprint()
     finally:
         log.close()
-    return ToolRun(balances, sorted(malformed), feeder.produced, stats)
+    return ToolRun(balances, sorted(malformed), feeder.produced, stats, state, workers)
 
 
 def sequential(lines: Iterable[str], report: Report) -> dict[int, Balance]:
@@ -145,12 +154,14 @@ class _Feeder(threading.Thread):
         partitions: int,
         records: Iterable[tuple[int, bytes]],
         consumer: laneway.Consumer,
+        source: EmbeddedSource,
     ) -> None:
         super().__init__(name="ledger-feeder", daemon=True)
         self._log = log
         self._partitions = partitions
         self._records = iter(records)
         self._consumer = consumer
+        self._source = source
         self.produced = 0
         self.error: BaseException | None = None
 
@@ -168,3 +179,4 @@ class _Feeder(threading.Thread):
             self.error = error
         finally:
             self._consumer.stop()
+            self._source.wakeup()  # a poll waiting for records returns now
