@@ -21,6 +21,8 @@ class ConsumerStats:
     ``fenced``: completions discarded because their partition was no longer owned;
     ``in_flight``: handlers running now;
     ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
+    ``buffered_bytes``: their values, keys and headers in bytes (bounded by
+    ``max_buffered_bytes``);
     ``committed``: last committed offset per partition; ``elapsed``: seconds from the
     first fetch to now, or to the last message settled once the run ended (an
     ``idle_timeout`` wait at the end is not counted); ``throughput``:
@@ -41,6 +43,7 @@ class ConsumerStats:
     fenced: int = 0
     in_flight: int = 0
     buffered: int = 0
+    buffered_bytes: int = 0
     paused: bool = False
     commits: int = 0
     committed: Mapping[PartitionId, int] = field(default_factory=dict)

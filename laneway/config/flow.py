@@ -23,6 +23,19 @@ class FlowOptions:
             "bounds memory; must cover concurrency plus a poll or two",
         ),
     )
+    max_buffered_bytes: int = option(
+        256 * 1024 * 1024,
+        OptionSpec(
+            "bytes (values + keys + headers) of fetched-but-unfinished messages; at the bound "
+            "fetching stops and, as at max_buffered, the source is paused (resumed at half); "
+            "Kafka's prefetch is sized from it (a quarter for librdkafka's queue)",
+            number(minimum=1024),
+            "int",
+            "bounds memory when messages are large: the process holds at most about 1.25x "
+            "this plus one fetch (>= 1 MB) and a constant; the default (256 MiB) keeps "
+            "librdkafka's own prefetch defaults",
+        ),
+    )
     commit_interval: float = option(
         1.0,
         OptionSpec(
@@ -74,6 +87,7 @@ class FlowKeywords(TypedDict, total=False):
     """The keywords of :class:`FlowOptions`, typed."""
 
     max_buffered: int
+    max_buffered_bytes: int
     commit_interval: float
     poll_batch_size: int
     drain_timeout: float

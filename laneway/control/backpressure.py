@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from laneway.offsets.progress import PartitionLoad, Progress
 from laneway.scheduling.fair_share import FairShare, PartitionControl
@@ -19,6 +19,16 @@ control thread's GIL wake-ups fourfold and made 5 ms blocking handlers on 100 th
 ~5% faster (they wait less for the GIL after each sleep)."""
 PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
+PREFETCH_SHARE = 4
+"""A prefetching source may hold ``max_buffered_bytes // PREFETCH_SHARE`` bytes of its own."""
+
+
+@runtime_checkable
+class PrefetchControl(Protocol):
+    """A source that fetches ahead on its own (librdkafka's queue) and can bound that."""
+
+    def bound_prefetch(self, max_bytes: int) -> None:
+        """Keep at most about ``max_bytes`` of messages fetched ahead (called before open)."""
 
 
 class Turn(NamedTuple):
@@ -33,7 +43,8 @@ class Turn(NamedTuple):
 
 
 class Backpressure:
-    """Keeps fetched-but-unfinished messages under ``max_buffered``, fairly across partitions.
+    """Keeps fetched-but-unfinished messages under ``max_buffered`` and their bytes under
+    ``max_buffered_bytes``, fairly across partitions.
 
     Once fewer than a sixteenth of the buffer (at most ``poll_batch_size``) is free,
     nothing more is fetched: refilling message by message as each one finishes woke the
@@ -47,17 +58,36 @@ class Backpressure:
     and :class:`~laneway.scheduling.fair_share.FairShare` pauses partitions that hold more
     than that while the buffer fills, so the keys of every partition get work.
 
-    Tuning is through ``max_buffered`` and ``poll_batch_size``.
+    Bytes count like messages: the room left under ``max_buffered_bytes`` (see
+    :attr:`Progress.buffered_bytes`) is turned into messages by the largest message seen so
+    far, so a poll never asks for more than fits (before anything was fetched one message
+    is asked for; only messages larger than any before can overshoot, by at most one
+    poll). When nothing is buffered one message is always allowed, however large, so the
+    consumer never stalls. A source that prefetches on its own
+    (:class:`PrefetchControl`, e.g. Kafka) is told its share: ``max_buffered_bytes //``
+    :data:`PREFETCH_SHARE`, so the whole process stays bounded.
+
+    Tuning is through ``max_buffered``, ``max_buffered_bytes`` and ``poll_batch_size``.
     """
 
-    def __init__(self, source: PartitionControl, max_buffered: int, poll_batch_size: int) -> None:
+    def __init__(
+        self,
+        source: PartitionControl,
+        max_buffered: int,
+        poll_batch_size: int,
+        max_buffered_bytes: int,
+    ) -> None:
         self._source = source
         self._max_buffered = max_buffered
+        self._max_bytes = max_buffered_bytes
         self._poll_batch_size = poll_batch_size
         self._low_water = max_buffered // 2
         self._worth_a_poll = max(1, min(poll_batch_size, max_buffered // 16))
+        if isinstance(source, PrefetchControl):
+            source.bound_prefetch(max_buffered_bytes // PREFETCH_SHARE)
         self._fair = FairShare(source, max_buffered)
         self._full_since: float | None = None
+        self._weighed = False
         self.paused = False
         """Whether every owned partition is paused because the buffer stayed full."""
 
@@ -67,13 +97,24 @@ class Backpressure:
         owned = progress.partitions
         room = self._max_buffered - buffered
         self._fair.balance(owned, room, self.paused)
-        if self.paused and buffered <= self._low_water:
+        worth = self._worth_a_poll
+        largest = progress.largest_message
+        if largest:
+            room = min(room, (self._max_bytes - progress.buffered_bytes) // largest)
+            worth = max(1, min(worth, self._max_bytes // 16 // largest))
+        elif not self._weighed:
+            room = min(room, 1)  # nothing fetched yet: one message tells the size
+        if not buffered:
+            room = max(room, 1)
+        if self.paused and (
+            buffered <= self._low_water and progress.buffered_bytes <= self._max_bytes // 2
+        ):
             self._set_paused(False, owned)
-        elif not self.paused and room < self._worth_a_poll:
+        elif not self.paused and room < worth:
             if self._full_since is None:
                 self._full_since = now
             if now - self._full_since < PAUSE_AFTER:
-                return Turn(BUSY_POLL_TIMEOUT, self._worth_a_poll - max(0, room), 0, 0.0)
+                return Turn(BUSY_POLL_TIMEOUT, worth - max(0, room), 0, 0.0)
             self._set_paused(True, owned)
         self._full_since = None
         if self.paused:
@@ -83,6 +124,7 @@ class Backpressure:
 
     def arrived(self, now: float) -> None:
         """Messages were fetched at ``now`` (the first call starts the drain-rate clock)."""
+        self._weighed = True
         self._fair.drain.started(now)
 
     def finished(self, count: int, now: float) -> None:

@@ -60,7 +60,9 @@ class ControlPlane:
         self.completions = Completions()
         self._progress = source.progress(config.metadata_max_bytes)
         self._router = DeadLetterRouter(source, config, tracing)
-        self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
+        self._backpressure = Backpressure(
+            source, config.max_buffered, config.poll_batch_size, config.max_buffered_bytes
+        )
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
         self._stalls = StallWatch(engine, config.stall_timeout, config.on_stall)
@@ -248,6 +250,7 @@ class ControlPlane:
             fenced=self._progress.fenced,
             in_flight=self._engine.in_flight,
             buffered=self._progress.buffered,
+            buffered_bytes=self._progress.buffered_bytes,
             paused=self._backpressure.paused,
             commits=self._progress.commits,
             committed=self._progress.committed(),

@@ -7,11 +7,13 @@ from collections.abc import Collection, Mapping
 from itertools import groupby
 from operator import attrgetter
 
+from laneway.offsets.footprint import footprint
 from laneway.offsets.partition import OwnedPartition
 from laneway.offsets.progress import OffsetCommitter
 from laneway.types import CommitPosition, Message, PartitionId
 
 _partition_of = attrgetter("topic", "partition")
+_offset_of = attrgetter("offset")
 
 
 class OffsetProgress:
@@ -30,6 +32,9 @@ class OffsetProgress:
     first when they come back, then discarded if the partition is not owned (fenced), or
     applied to the new ownership only where it fetched the same offsets again.
 
+    It also weighs what is buffered (:attr:`buffered_bytes`, the footprint of values,
+    keys and headers, see :mod:`laneway.offsets.footprint`) for ``max_buffered_bytes``.
+
     Tuning: ``metadata_max_bytes`` must not exceed the broker's
     ``offset.metadata.max.bytes`` (4,096 by default); see
     :class:`~laneway.offsets.tracker.PartitionOffsets`.
@@ -42,6 +47,8 @@ class OffsetProgress:
         self._zombies: dict[PartitionId, int] = {}
         self._committed: dict[PartitionId, int] = {}
         self._buffered = 0
+        self._buffered_bytes = 0
+        self._largest = 0
         self._skipped = 0
         self._fenced = 0
         self._commits = 0
@@ -49,6 +56,14 @@ class OffsetProgress:
     @property
     def buffered(self) -> int:
         return self._buffered
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._buffered_bytes
+
+    @property
+    def largest_message(self) -> int:
+        return self._largest
 
     @property
     def partitions(self) -> Mapping[PartitionId, OwnedPartition]:
@@ -79,6 +94,7 @@ class OffsetProgress:
         for pid in partitions:
             partition = self._owned.pop(pid)
             self._buffered -= len(partition.held) + partition.in_engine
+            self._buffered_bytes -= partition.bytes
             if partition.in_engine:
                 self._zombies[pid] = self._zombies.get(pid, 0) + partition.in_engine
 
@@ -90,24 +106,29 @@ class OffsetProgress:
             if partition is None:
                 continue
             batch = list(group)
-            runnable, skipped = partition.accept(batch)
+            runnable, skipped, weight = partition.accept(batch)
             self._skipped += skipped
             self._buffered += len(batch) - skipped
+            self._buffered_bytes += weight.total
+            if weight.largest > self._largest:
+                self._largest = weight.largest
             dispatch.extend(runnable)
         return dispatch
 
     def unstarted(self, messages: list[Message]) -> None:
         for pid, group in groupby(messages, key=_partition_of):
-            count = sum(1 for _ in group)
+            returned = list(group)
             partition = self._owned.get(pid)
             if partition is not None:
-                partition.in_engine -= count
-                self._buffered -= count
+                partition.in_engine -= len(returned)
+                self._buffered -= len(returned)
+                self._buffered_bytes -= partition.unbuffer_bytes(footprint(returned).total)
 
     def settle(self, messages: list[Message]) -> list[Message]:
         owned = self._owned
         released: list[Message] = []
-        for pid, offsets in _offsets_by_partition(messages).items():
+        for pid, settled in _by_partition(messages).items():
+            offsets = list(map(_offset_of, settled))
             partition = owned.get(pid)
             # Completions of a partition's previous ownership ("zombies", still running
             # when it was given up) are settled first; they were already unbuffered.
@@ -120,6 +141,10 @@ class OffsetProgress:
             live = len(offsets) - stale
             partition.in_engine -= live
             self._buffered -= live
+            # Zombies are not told apart from live completions (only counted), so their
+            # bytes, already taken off at give_up, are estimated as their share.
+            weight = footprint(settled).total * live // len(offsets)
+            self._buffered_bytes -= partition.unbuffer_bytes(weight)
             if stale:
                 _finish_known(partition, offsets)
             else:
@@ -150,17 +175,17 @@ class OffsetProgress:
             self._committed[pid] = position.offset
 
 
-def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int]]:
-    """Offsets per partition, in the order given. Completions arrive interleaved (every
+def _by_partition(messages: list[Message]) -> dict[PartitionId, list[Message]]:
+    """Messages per partition, in the order given. Completions arrive interleaved (every
     worker reports its own lane), so this is one pass rather than a group per message."""
-    grouped: dict[PartitionId, list[int]] = {}
+    grouped: dict[PartitionId, list[Message]] = {}
     for message in messages:
         pid = (message.topic, message.partition)
-        offsets = grouped.get(pid)
-        if offsets is None:
-            grouped[pid] = [message.offset]
+        same = grouped.get(pid)
+        if same is None:
+            grouped[pid] = [message]
         else:
-            offsets.append(message.offset)
+            same.append(message)
     return grouped
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 
+from laneway.offsets.footprint import Footprint, footprint
 from laneway.offsets.tracker import PartitionOffsets
 from laneway.types import CommitPosition, Message
 
@@ -19,32 +20,46 @@ class OwnedPartition:
     ever dropping the finished-offset map.
     """
 
-    __slots__ = ("held", "in_engine", "last_committed", "tracker")
+    __slots__ = ("bytes", "held", "in_engine", "last_committed", "tracker")
 
     def __init__(self, committed: CommitPosition | None, metadata_max_bytes: int) -> None:
         self.tracker = PartitionOffsets(committed, metadata_max_bytes)
         self.held: deque[Message] = deque()
         self.in_engine = 0
+        self.bytes = 0
+        """The footprint of the buffered messages (see :mod:`laneway.offsets.footprint`)."""
         self.last_committed: CommitPosition | None = committed
 
-    def accept(self, batch: list[Message]) -> tuple[list[Message], int]:
-        """Record a fetched batch; return (messages to dispatch now, how many were skipped)."""
+    def accept(self, batch: list[Message]) -> tuple[list[Message], int, Footprint]:
+        """Record a fetched batch; return the messages to dispatch now, how many were
+        skipped, and the footprint of those kept (added to :attr:`bytes`)."""
         skip = self.tracker.fetched([m.offset for m in batch])
         skipped = 0
         if skip:
             kept = [m for m in batch if m.offset not in skip]
             skipped = len(batch) - len(kept)
             batch = kept
+        weight = footprint(batch)
+        self.bytes += weight.total
         if self.held:
             self.held.extend(batch)
-            return [], skipped
+            return [], skipped, weight
         limit = self.tracker.dispatch_limit
         if batch and batch[-1].offset > limit:
             cut = bisect_right(batch, limit, key=_offset)
             self.held.extend(batch[cut:])
             batch = batch[:cut]
         self.in_engine += len(batch)
-        return batch, skipped
+        return batch, skipped, weight
+
+    def unbuffer_bytes(self, weight: int) -> int:
+        """Take ``weight`` bytes of settled or returned messages off :attr:`bytes`; return
+        how much was taken. Nothing buffered means 0 bytes: where a completion's share
+        had to be estimated (zombies, see ``OffsetProgress.settle``), this is what stops
+        the estimate from drifting."""
+        before = self.bytes
+        self.bytes = max(0, before - weight) if self.buffered else 0
+        return before - self.bytes
 
     def release(self) -> list[Message]:
         """Held messages that now fit under the dispatch limit."""

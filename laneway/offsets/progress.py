@@ -55,6 +55,16 @@ class Progress(Protocol):
         """Fetched messages not yet settled (bounded by the consumer's ``max_buffered``)."""
 
     @property
+    def buffered_bytes(self) -> int:
+        """The footprint (values, keys, headers; see :mod:`laneway.offsets.footprint`) of
+        the buffered messages (bounded by the consumer's ``max_buffered_bytes``)."""
+
+    @property
+    def largest_message(self) -> int:
+        """The largest footprint of one message fetched so far (0 before the first): what
+        backpressure assumes the next messages may weigh."""
+
+    @property
     def partitions(self) -> Mapping[PartitionId, PartitionLoad]:
         """The partitions owned now, with their load."""
 

@@ -18,7 +18,7 @@ from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
 from laneway.sources.kafka_checks import check_reachable, check_topics
-from laneway.sources.kafka_config import build_settings, connection_config
+from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.types import CommitPosition, Message, PartitionId
@@ -66,8 +66,9 @@ class KafkaSource:
     (ratio ~0.57); with everything already prefetched ~0.95M vs ~2.55M msg/s (ratio
     ~0.37). Pass ``max_messages`` in the thousands to amortize each call, and keep
     ``timeout`` short when latency matters: ``consume()`` waits for a *full* batch until
-    the timeout expires. librdkafka prefetches up to ``queued.max.messages.kbytes``
-    (64 MiB by default) per consumer; lower it in ``config`` to bound that memory. The fetch
+    the timeout expires. librdkafka prefetches up to ``queued.max.messages.kbytes`` per
+    consumer; the consumer sizes that from its ``max_buffered_bytes`` (:meth:`bound_prefetch`:
+    64 MiB for the default 256 MiB). The fetch
     defaults chosen here are explained in :mod:`laneway.sources.kafka_config`. For fast
     group joins in tests lower ``heartbeat.interval.ms`` (and ``session.timeout.ms`` to the
     broker's ``group.min.session.timeout.ms``).
@@ -91,12 +92,9 @@ class KafkaSource:
         self._incremental = settings.incremental
         self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
         self._connection = connection_config(settings)
-        consumer_config = dict(settings.consumer_config)
-        self._errors = client_logging(self._name, consumer_config)
-        try:
-            self._consumer = Consumer(consumer_config)
-        except (KafkaException, ValueError, TypeError) as exc:
-            raise ConfigError(f"config is not valid for librdkafka: {describe(exc)}") from exc
+        self._consumer_config = dict(settings.consumer_config)
+        self._errors = client_logging(self._name, self._consumer_config)
+        self._consumer = self._new_client()
         self._listener: RebalanceListener | None = None
         self._owned: set[PartitionId] = set()
         self._starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
@@ -124,6 +122,28 @@ class KafkaSource:
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
         return OffsetProgress(self, metadata_max_bytes)
+
+    def bound_prefetch(self, max_bytes: int) -> None:
+        """Size librdkafka's prefetch for ``max_bytes`` (see
+        :func:`~laneway.sources.kafka_config.prefetch_settings`); before :meth:`open` only.
+
+        The consumer calls it with its share of ``max_buffered_bytes``. When a setting
+        changes, the (not yet subscribed) librdkafka client is created anew with it.
+        """
+        self._check_usable()
+        if self._listener is not None:
+            raise SourceError(f"{self._name}: bound_prefetch() must come before open()")
+        changed = prefetch_settings(max_bytes, self._consumer_config)
+        if changed:
+            logger.debug("%s: prefetch bounded by %s", self._name, changed)
+            self._consumer_config.update(changed)
+            self._consumer.close()
+            self._consumer = self._new_client()
+
+    @property
+    def client_config(self) -> dict[str, object]:
+        """The librdkafka settings the client runs with (callbacks included)."""
+        return dict(self._consumer_config)
 
     def open(self, listener: RebalanceListener) -> None:
         """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""
@@ -424,6 +444,12 @@ class KafkaSource:
             method([TopicPartition(t, p) for t, p in partitions])
         except KafkaException as exc:
             raise SourceError(f"{self._name}: {what} {partitions} failed: {describe(exc)}") from exc
+
+    def _new_client(self) -> Consumer:
+        try:
+            return Consumer(self._consumer_config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise ConfigError(f"config is not valid for librdkafka: {describe(exc)}") from exc
 
     def _check_usable(self) -> None:
         if self._closed:

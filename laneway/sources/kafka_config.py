@@ -45,9 +45,50 @@ DEFAULTS: Mapping[str, object] = {
 """Settings laneway chooses but the user may override through ``config``.
 
 Other fetch settings stay at librdkafka's defaults: ``fetch.min.bytes=1`` already answers as
-soon as any record is available, and ``queued.max.messages.kbytes`` (64 MiB) bounds the
-prefetch memory.
+soon as any record is available. The prefetch memory is bounded by :func:`prefetch_settings`.
 """
+
+FETCH_MAX_BYTES = 52_428_800
+"""librdkafka's default ``fetch.max.bytes`` (50 MiB): the most one fetch response holds."""
+PARTITION_FETCH_MAX_BYTES = 1_048_576
+"""librdkafka's default ``max.partition.fetch.bytes`` (1 MiB)."""
+MESSAGE_MAX_BYTES = 1_000_000
+"""librdkafka's default ``message.max.bytes``, below which ``fetch.max.bytes`` may not go."""
+PREFETCH_DEFAULTS: Mapping[str, int] = {
+    "queued.max.messages.kbytes": 65_536,
+    "fetch.max.bytes": FETCH_MAX_BYTES,
+    "max.partition.fetch.bytes": PARTITION_FETCH_MAX_BYTES,
+}
+"""librdkafka's defaults of the settings :func:`prefetch_settings` derives."""
+
+
+def prefetch_settings(max_bytes: int, config: Mapping[str, object]) -> dict[str, int]:
+    """The prefetch settings to change in ``config`` (empty: none) for a budget of
+    ``max_bytes`` (given by the consumer's
+    ``max_buffered_bytes``, see :class:`laneway.control.backpressure.Backpressure`).
+
+    The local queue (``queued.max.messages.kbytes``) gets the budget; one fetch response
+    (``fetch.max.bytes``) at most the budget, not below ``message.max.bytes`` (librdkafka
+    refuses that), and one partition's share of it (``max.partition.fetch.bytes``) at most
+    1 MiB. So the client holds about the budget plus one response. A smaller value the
+    user set in ``config`` is kept; a larger one is lowered to these. For the default
+    ``max_buffered_bytes`` (256 MiB) these are librdkafka's own defaults.
+    """
+    floor = int(str(config.get("message.max.bytes", MESSAGE_MAX_BYTES)))
+    derived = {
+        "queued.max.messages.kbytes": max(1, max_bytes // 1024),
+        "fetch.max.bytes": max(floor, min(FETCH_MAX_BYTES, max_bytes)),
+        "max.partition.fetch.bytes": min(PARTITION_FETCH_MAX_BYTES, max(floor, max_bytes)),
+    }
+    for key, value in derived.items():
+        if key in config:
+            derived[key] = min(value, int(str(config[key])))
+    return {
+        key: value
+        for key, value in derived.items()
+        if value != int(str(config.get(key, PREFETCH_DEFAULTS[key])))
+    }
+
 
 FORCED: Mapping[str, object] = {
     "enable.auto.commit": False,
