@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from laneway.bench import ceilings
+from laneway.bench import ceilings, members
 from laneway.bench.ceilings import Ceiling
 from laneway.bench.echo import EchoServer
 from laneway.bench.harness import OK, Harness, Measurement
@@ -27,7 +27,7 @@ from laneway.bench.results import (
     merge_rows,
     write_json,
 )
-from laneway.bench.scenarios import Overrides, RunSpec, Variant, plan
+from laneway.bench.scenarios import MEMBERS, SCENARIOS, Overrides, RunSpec, Variant, plan
 from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
@@ -130,8 +130,26 @@ def run_bench(options: BenchOptions) -> bool:
         for line in costs:
             console.print(f"  {line}", highlight=False)
     settings = _settings(options, target, started_at)
-    _write_outputs(console, options, settings, merged, advice)
-    return all(is_valid(r) for r in merged)
+    members_report = None
+    if MEMBERS in options.scenarios:
+        members_report = _run_members(options, console, err)
+    _write_outputs(console, options, settings, merged, advice, members_report)
+    members_ok = members_report is None or members.is_valid(members_report)
+    return all(is_valid(r) for r in merged) and members_ok
+
+
+def _run_members(options: BenchOptions, console: Console, err: Console) -> members.MembersReport:
+    scenario = options.overrides.apply(SCENARIOS[MEMBERS])
+    report = members.measure(
+        options.bootstrap_servers,
+        options.topic_prefix,
+        messages=scenario.messages,
+        work_ms=scenario.work_ms,
+        say=lambda line: err.print(line, highlight=False),
+    )
+    console.print()
+    members.print_report(console, report)
+    return report
 
 
 def _variant_key(spec: RunSpec) -> tuple[str, str]:
@@ -161,6 +179,7 @@ def _write_outputs(
     settings: dict[str, Any],
     rows: list[Row],
     advice: list[dict[str, Any]],
+    members_report: members.MembersReport | None = None,
 ) -> None:
     if options.profile_dir is not None:
         console.print(
@@ -172,12 +191,17 @@ def _write_outputs(
                 f"  {row['scenario']} {row['variant']} {row['engine']}: {names}", highlight=False
             )
     if options.json_path is not None:
-        write_json(options.json_path, document(rows, settings, advice))
+        doc = document(rows, settings, advice)
+        if members_report is not None:
+            doc["members"] = members_report.as_json()
+        write_json(options.json_path, doc)
         console.print(f"\nwrote {options.json_path}", highlight=False)
     if options.plot_dir is not None:
         from laneway.bench.plots import write_plots  # matplotlib: imported only when asked
 
         written = write_plots(rows, options.plot_dir)
+        if members_report is not None:
+            written.append(members.plot(members_report, options.plot_dir))
         names = ", ".join(p.name for p in written)
         console.print(
             f"wrote {len(written)} charts to {options.plot_dir}: {names}", highlight=False

@@ -19,6 +19,9 @@ Work per message, decided once for all engines so rows compare like with like:
 * ``cpu``: ``cpu_iterations`` rounds of sha256 (CPU-bound, holds the GIL).
 * ``scaling``: ``work_ms`` of busy CPU spin per message, over 1/2/4/8/15 partitions, with
   ``ordering="partition"`` so parallelism is bounded by the partition count.
+* ``members``: ``work_ms`` of busy CPU per message over 8 partitions, consumed by 1/2/4/8
+  members of one group (processes, on Kafka) and by 1/2/4/8 process-engine workers; see
+  :mod:`laneway.bench.members` (it has its own table, not engine rows).
 * ``keys``: one partition, a wait drawn uniformly from ``[0, work_ms]`` per message
   (deterministic per sequence number, so every engine gets the same work; ``time.sleep`` /
   ``asyncio.sleep``), for every key count x ordering mode.
@@ -114,8 +117,15 @@ SCENARIOS: Mapping[str, Scenario] = {
             "keys", "random", 10_000, (1,), (1, 10, 100, 10_000), ORDERINGS, work_ms=5.0,
             shows="ordering mode vs key count",
         ),
+        Scenario(
+            "members", "busy", 10_000, (8,), (1,), ("partition",), work_ms=1.0,
+            shows="seed 001: 1/2/4/8 members (processes, one group) and process-engine "
+            "workers: per-member load, scaling, efficiency, delivery",
+        ),
     )
 }  # fmt: skip
+MEMBERS = "members"
+"""The scenario run by :mod:`laneway.bench.members` (members and workers, not engines)."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,8 @@ def plan(
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
+        if name == MEMBERS:
+            continue  # laneway.bench.members runs it
         scenario = overrides.apply(SCENARIOS[name])
         for variant in variants(scenario):
             for rep in range(1, repeat + 1):

@@ -127,7 +127,7 @@ class KafkaTarget:
 
     def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
         topic = unique_name(self.topic_prefix, prefix)
-        self._create_topic(topic, partitions)
+        self.create_topic(topic, partitions)
         started = time.perf_counter()
         produced = self._produce(topic, messages, keys)
         group = unique_name(self.topic_prefix, "group")
@@ -144,10 +144,13 @@ class KafkaTarget:
         return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages)
 
     def cleanup(self, prepared: Prepared) -> None:
-        futures = self._admin.delete_topics([prepared.topic], request_timeout=REQUEST_TIMEOUT_S)
-        # best effort: a leftover topic of a finished run harms no later run
+        self.delete_topic(prepared.topic)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic``, best effort: a leftover topic of a finished run harms no other."""
+        futures = self._admin.delete_topics([topic], request_timeout=REQUEST_TIMEOUT_S)
         with contextlib.suppress(KafkaException):
-            futures[prepared.topic].result(timeout=REQUEST_TIMEOUT_S)
+            futures[topic].result(timeout=REQUEST_TIMEOUT_S)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -156,7 +159,8 @@ class KafkaTarget:
             "topic_prefix": self.topic_prefix,
         }
 
-    def _create_topic(self, topic: str, partitions: int) -> None:
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` and wait until every partition has a leader."""
         new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
         futures = self._admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)
         try:
@@ -177,7 +181,15 @@ class KafkaTarget:
             time.sleep(0.1)
         raise BenchSetupError(f"topic {topic!r} got no leader within {REQUEST_TIMEOUT_S} s")
 
+    def produce_to_partitions(self, topic: str, messages: int, partitions: int) -> int:
+        """Message ``i`` (no key) into partition ``i % partitions``: every partition gets the
+        same number, as when the seed's bus spreads events round robin."""
+        return self._send(topic, ((None, encode_value(i), i % partitions) for i in range(messages)))
+
     def _produce(self, topic: str, messages: int, keys: int) -> int:
+        return self._send(topic, ((key, value, None) for key, value in backlog(messages, keys)))
+
+    def _send(self, topic: str, records: Iterator[tuple[bytes | None, bytes, int | None]]) -> int:
         errors: list[str] = []
 
         def on_error(error: KafkaError | None, message: Message) -> None:
@@ -195,10 +207,13 @@ class KafkaTarget:
                 "on_delivery": on_error,
             }
         )
-        for key, value in backlog(messages, keys):
+        sent = 0
+        for key, value, partition in records:
+            where = -1 if partition is None else partition  # -1: the partitioner decides
             for _ in range(1_000):
                 try:
-                    producer.produce(topic, value=value, key=key)
+                    producer.produce(topic, value=value, key=key, partition=where)
+                    sent += 1
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     producer.poll(0.1)
@@ -209,4 +224,4 @@ class KafkaTarget:
             raise BenchSetupError(
                 f"producing to {topic!r}: {remaining} undelivered, errors: {errors[:3]}"
             )
-        return messages
+        return sent

@@ -121,6 +121,24 @@ class BusyCpu:
             pass
 
 
+class CpuSpin:
+    """Spins until this thread has used ``seconds`` of CPU time (not wall time).
+
+    :class:`BusyCpu` counts wall time, so a spin that the OS deschedules still "finishes"
+    on time, and more processes than cores look like more throughput. Counting CPU time
+    makes the work the same whatever else the machine runs: what scaling tests need.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, message: Message) -> None:
+        clock = time.thread_time
+        end = clock() + self.seconds
+        while clock() < end:
+            pass
+
+
 class Inline:
     """Runs sync work inside an ``async def`` handler (CPU work blocks the loop, as it would)."""
 

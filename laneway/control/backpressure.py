@@ -102,10 +102,8 @@ class Backpressure:
         if largest:
             room = min(room, (self._max_bytes - progress.buffered_bytes) // largest)
             worth = max(1, min(worth, self._max_bytes // 16 // largest))
-        elif not self._weighed:
-            room = min(room, 1)  # nothing fetched yet: one message tells the size
         if not buffered:
-            room = max(room, 1)
+            room = max(room, 1)  # one message always, however large: never stall
         if self.paused and (
             buffered <= self._low_water and progress.buffered_bytes <= self._max_bytes // 2
         ):
@@ -120,6 +118,8 @@ class Backpressure:
         if self.paused:
             return Turn(IDLE_POLL_TIMEOUT, 1, max(room, 1), 0.0)
         most = min(room, self._poll_batch_size, self._fair.poll_limit(len(owned)))
+        if not self._weighed:
+            most = 1  # nothing fetched yet: one message tells what messages weigh
         return Turn(0.0, 0, most, BUSY_POLL_TIMEOUT if buffered else IDLE_POLL_TIMEOUT)
 
     def arrived(self, now: float) -> None:

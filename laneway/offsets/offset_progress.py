@@ -7,13 +7,11 @@ from collections.abc import Collection, Mapping
 from itertools import groupby
 from operator import attrgetter
 
-from laneway.offsets.footprint import footprint
 from laneway.offsets.partition import OwnedPartition
 from laneway.offsets.progress import OffsetCommitter
 from laneway.types import CommitPosition, Message, PartitionId
 
 _partition_of = attrgetter("topic", "partition")
-_offset_of = attrgetter("offset")
 
 
 class OffsetProgress:
@@ -33,7 +31,9 @@ class OffsetProgress:
     applied to the new ownership only where it fetched the same offsets again.
 
     It also weighs what is buffered (:attr:`buffered_bytes`, the footprint of values,
-    keys and headers, see :mod:`laneway.offsets.footprint`) for ``max_buffered_bytes``.
+    keys and headers, see :mod:`laneway.offsets.footprint`) for ``max_buffered_bytes``:
+    exactly as messages are fetched, and by the partition's average as they settle (see
+    :meth:`OwnedPartition.unbuffer <laneway.offsets.partition.OwnedPartition.unbuffer>`).
 
     Tuning: ``metadata_max_bytes`` must not exceed the broker's
     ``offset.metadata.max.bytes`` (4,096 by default); see
@@ -117,18 +117,16 @@ class OffsetProgress:
 
     def unstarted(self, messages: list[Message]) -> None:
         for pid, group in groupby(messages, key=_partition_of):
-            returned = list(group)
+            count = sum(1 for _ in group)
             partition = self._owned.get(pid)
             if partition is not None:
-                partition.in_engine -= len(returned)
-                self._buffered -= len(returned)
-                self._buffered_bytes -= partition.unbuffer_bytes(footprint(returned).total)
+                self._buffered -= count
+                self._buffered_bytes -= partition.unbuffer(count)
 
     def settle(self, messages: list[Message]) -> list[Message]:
         owned = self._owned
         released: list[Message] = []
-        for pid, settled in _by_partition(messages).items():
-            offsets = list(map(_offset_of, settled))
+        for pid, offsets in _offsets_by_partition(messages).items():
             partition = owned.get(pid)
             # Completions of a partition's previous ownership ("zombies", still running
             # when it was given up) are settled first; they were already unbuffered.
@@ -139,12 +137,9 @@ class OffsetProgress:
                 self._fenced += len(offsets)
                 continue
             live = len(offsets) - stale
-            partition.in_engine -= live
-            self._buffered -= live
-            # Zombies are not told apart from live completions (only counted), so their
-            # bytes, already taken off at give_up, are estimated as their share.
-            weight = footprint(settled).total * live // len(offsets)
-            self._buffered_bytes -= partition.unbuffer_bytes(weight)
+            if live:
+                self._buffered -= live
+                self._buffered_bytes -= partition.unbuffer(live)
             if stale:
                 _finish_known(partition, offsets)
             else:
@@ -175,17 +170,17 @@ class OffsetProgress:
             self._committed[pid] = position.offset
 
 
-def _by_partition(messages: list[Message]) -> dict[PartitionId, list[Message]]:
-    """Messages per partition, in the order given. Completions arrive interleaved (every
+def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int]]:
+    """Offsets per partition, in the order given. Completions arrive interleaved (every
     worker reports its own lane), so this is one pass rather than a group per message."""
-    grouped: dict[PartitionId, list[Message]] = {}
+    grouped: dict[PartitionId, list[int]] = {}
     for message in messages:
         pid = (message.topic, message.partition)
-        same = grouped.get(pid)
-        if same is None:
-            grouped[pid] = [message]
+        offsets = grouped.get(pid)
+        if offsets is None:
+            grouped[pid] = [message.offset]
         else:
-            same.append(message)
+            offsets.append(message.offset)
     return grouped
 
 
