@@ -311,3 +311,69 @@ def compare(a: Path, b: Path) -> None:
         print_comparison(stdout_console(), a, b)
     except ValueError as error:
         raise click.ClickException(str(error)) from error
+
+
+@bench.command()
+@click.option(
+    "--engines",
+    default="sync,async",
+    show_default=True,
+    callback=_names(("sync", "thread", "async", "process")),
+    help="Engines whose produce -> handler-start latency is measured.",
+)
+@click.option(
+    "--rate",
+    default=2_000.0,
+    show_default=True,
+    type=click.FloatRange(min=1, max=1_000_000),
+    help="Messages per second produced.",
+)
+@click.option(
+    "--seconds",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1, max=600),
+    help="How long each run produces.",
+)
+@click.option(
+    "--capacity",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Records per partition of the bounded log in the blocking run.",
+)
+@click.option(
+    "--slow-ms",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="The slow consumer's wait per message in the blocking run.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the figures to this JSON file.",
+)
+def bus(
+    engines: tuple[str, ...],
+    rate: float,
+    seconds: float,
+    capacity: int,
+    slow_ms: float,
+    json_path: Path | None,
+) -> None:
+    """The embedded log as an in-process bus: produce -> handler-start latency in
+    microseconds at a steady rate, and how long producers block with when_full="block"
+    under a slow consumer (see laneway/bench/bus.py)."""
+    try:
+        from laneway.bench import bus as bus_bench
+        from laneway.bench.results import machine, write_json
+        from laneway.bench.runner import stdout_console
+    except ModuleNotFoundError as error:
+        raise _missing_extra(error) from error
+    result = bus_bench.measure(engines, rate, seconds, capacity, slow_ms, rate)
+    bus_bench.print_report(stdout_console(), result)
+    if json_path is not None:
+        write_json(json_path, {"machine": machine(), **result})
+        click.echo(f"wrote {json_path}")
