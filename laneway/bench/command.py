@@ -377,3 +377,54 @@ def bus(
     if json_path is not None:
         write_json(json_path, {"machine": machine(), **result})
         click.echo(f"wrote {json_path}")
+
+
+@bench.command("byte-bound")
+@click.option(
+    "--bootstrap-servers",
+    metavar="HOST:PORT",
+    required=True,
+    help="The Kafka broker (it must have disk for messages x size).",
+)
+@click.option("--messages", default=1_000_000, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--size", default=10_000, show_default=True, type=click.IntRange(min=1), help="Bytes per value."
+)
+@click.option(
+    "--max-buffered-bytes",
+    default=64 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="The consumer's bound.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the figures to this JSON file.",
+)
+def byte_bound(
+    bootstrap_servers: str,
+    messages: int,
+    size: int,
+    max_buffered_bytes: int,
+    json_path: Path | None,
+) -> None:
+    """Peak RSS of a consumer over a backlog far larger than memory (default 10 GB) with
+    max_buffered_bytes, against the bound plus the process's constant (see
+    laneway/bench/byte_bound.py). Exits 1 when the peak exceeds it."""
+    try:
+        from laneway.bench import byte_bound as bound_bench
+        from laneway.bench.results import machine, write_json
+    except ModuleNotFoundError as error:
+        raise _missing_extra(error) from error
+    result = bound_bench.measure(
+        bootstrap_servers, messages, size, max_buffered_bytes, say=click.echo
+    )
+    for line in bound_bench.report_lines(result):
+        click.echo(line)
+    if json_path is not None:
+        write_json(json_path, {"machine": machine(), **bound_bench.as_json(result)})
+        click.echo(f"wrote {json_path}")
+    if not result.within:
+        raise SystemExit(1)
