@@ -194,6 +194,25 @@ def test_instrumented_twins_run_next_to_each_engine_and_their_cost_is_printed(
         assert f"trivial p2 k10 key thread: {twin} on " in result.stdout
 
 
+def test_members_on_the_embedded_log_reports_process_engine_workers(
+    full_run: tuple[Result, dict[str, Any], Path],
+) -> None:
+    result, doc, plot_dir = full_run
+    section = doc["members"]
+    assert section["members"] == []  # processes share a group only through a broker
+    assert "--bootstrap-servers" in section["note"]
+    workers = section["workers"]
+    assert [row["count"] for row in workers] == [1, 2, 4, 8]
+    for row in workers:
+        assert row["error"] is None
+        assert row["distinct"] == row["handled"] == 300
+        assert len(row["loads"]) == row["count"] and sum(row["loads"]) == 300
+    assert workers[0]["scaling"] == 1.0
+    assert section["bare_1"] > 0 and section["bare_gain"] > 0
+    assert "process-engine workers" in result.output
+    assert (plot_dir / "members.png").stat().st_size > 1000
+
+
 def test_plot_writes_png_charts(full_run: tuple[Result, dict[str, Any], Path]) -> None:
     _, _, plot_dir = full_run
     names = {p.name for p in plot_dir.glob("*.png")}
@@ -337,3 +356,22 @@ def test_ordering_check_catches_reordering_overlap_loss_and_duplicates() -> None
     twice = [*in_order, record(0, b"a", 1, 30, 40)]
     result = check(twice, 4, "unordered")
     assert (result.lost, result.duplicates) == (1, 1)
+
+
+def test_bus_reports_latency_and_producer_blocking(tmp_path: Path) -> None:
+    json_path = tmp_path / "bus.json"
+    result = invoke(
+        ["bus", "--rate", "500", "--seconds", "0.2", "--capacity", "4", "--json", str(json_path)]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(json_path.read_text())
+    assert [row["label"] for row in doc["latency_us"]] == ["sync @ 500/s", "async @ 500/s"]
+    for row in doc["latency_us"]:
+        assert row["count"] == 100
+        assert 0 < row["p50"] <= row["p99"] <= row["p999"] <= row["max"]
+    blocks = doc["blocking_us"]
+    assert len(blocks) == 2 and all(row["count"] == 100 for row in blocks)
+    # 4 records per partition and a consumer at ~1 ms a message: some produce calls wait.
+    assert all("calls waited" in row["extra"] for row in blocks)
+    assert max(row["max"] for row in blocks) > 1_000
+    assert "produce -> handler start" in result.output

@@ -74,3 +74,24 @@ def test_unreachable_broker_is_a_clear_error() -> None:
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert "no Kafka broker answers at 127.0.0.1:1" in result.output
+
+
+@pytest.mark.kafka
+def test_members_share_one_group_and_deliver_everything(kafka_bootstrap: str) -> None:
+    from laneway.bench import members
+
+    lines: list[str] = []
+    report = members.measure(
+        kafka_bootstrap, f"members-{uuid.uuid4().hex[:6]}", counts=(1, 2), messages=400,
+        work_ms=0.2, say=lines.append,
+    )  # fmt: skip
+    assert [row.count for row in report.members] == [1, 2]
+    assert [row.count for row in report.workers] == [1, 2]
+    for row in report.members + report.workers:
+        assert row.error is None, row.error
+        assert (row.distinct, row.handled) == (400, 400)
+        assert len(row.loads) == row.count and sum(row.loads) == 400
+    # 8 partitions, the same number of messages in each: the 2 members split them evenly.
+    assert report.members[1].loads == [200, 200]
+    assert report.members[0].scaling == 1.0 and report.members[1].scaling > 0
+    assert report.bare_1 > 0 and report.bare_2 > 0

@@ -122,7 +122,8 @@ def run_bench(options: BenchOptions) -> bool:
     loop_name = resolve(options.event_loop).value
     if "async" in options.engines:
         title += f"; async engine on {loop_name}"
-    print_report(console, merged, title, advice, limits, loop_name)
+    if merged:  # none when only the members scenario ran
+        print_report(console, merged, title, advice, limits, loop_name)
     costs = cost_lines(merged)
     if costs:
         console.print()
