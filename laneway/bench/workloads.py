@@ -111,17 +111,19 @@ class Sha256:
 class BusyCpu:
     """Spins for ``seconds`` of wall time in Python code (holds the GIL)."""
 
+    clock = staticmethod(time.perf_counter)
+
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
     def __call__(self, message: Message) -> None:
-        clock = time.perf_counter
+        clock = self.clock
         end = clock() + self.seconds
         while clock() < end:
             pass
 
 
-class CpuSpin:
+class CpuSpin(BusyCpu):
     """Spins until this thread has used ``seconds`` of CPU time (not wall time).
 
     :class:`BusyCpu` counts wall time, so a spin that the OS deschedules still "finishes"
@@ -129,14 +131,7 @@ class CpuSpin:
     makes the work the same whatever else the machine runs: what scaling tests need.
     """
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def __call__(self, message: Message) -> None:
-        clock = time.thread_time
-        end = clock() + self.seconds
-        while clock() < end:
-            pass
+    clock = staticmethod(time.thread_time)
 
 
 class Inline:
