@@ -11,6 +11,9 @@ import pytest
 from kafka_helpers import run_kafka_script
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
+# pytester runs user-like test modules for tests/test_testing_plugin.py.
+pytest_plugins = ["pytester"]
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # The first start in a fresh clone downloads the broker jars with Maven.
 START_TIMEOUT_S = 900.0
