@@ -36,7 +36,10 @@ from laneway.retry import (
 from laneway.types import Failure, Message
 
 SyncHandler = Callable[[Message], object]
+"""A sync handler as the engines see it: whatever it returns is checked at run time (an
+awaitable fails the message). Users' handlers are typed by :data:`laneway.types.SyncHandler`."""
 AsyncHandler = Callable[[Message], Awaitable[object]]
+"""An async handler as the engines see it (users': :data:`laneway.types.AsyncHandler`)."""
 FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
 attempts, traceback)``."""
