@@ -1,4 +1,5 @@
-"""The options reference page stays in step with ConsumerConfig, its one source."""
+"""The options and command-line reference pages stay in step with the code they come from:
+ConsumerConfig's fields and the service's SERVICE_SPECS."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from laneway.config import option_specs
 from laneway.config.reference import option_groups, options_page
+from laneway.service.settings import SERVICE_SPECS, service_settings_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,3 +35,15 @@ def test_every_option_has_one_entry_in_the_section_of_its_group() -> None:
         assert f"Module `{group.__module__}`" in section
         placed += entries
     assert sorted(placed) == sorted(option_specs())
+
+
+def test_the_command_line_page_holds_the_generated_service_settings() -> None:
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    generated = page.split("<!-- generated: service settings -->\n", 1)[1]
+    table = generated.split("\n<!-- end: service settings -->", 1)[0]
+    assert table == service_settings_table(), (
+        "docs/reference/cli.md is stale: run .venv/bin/python scripts/generate-docs"
+    )
+    for name in SERVICE_SPECS:
+        if name not in ("handler", "topics"):
+            assert f"`--{name.replace('_', '-')}" in table, name
