@@ -20,7 +20,7 @@ the documentation (``docs/guides/testing.md``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -30,9 +30,10 @@ from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.consumer import Consumer
 from laneway.dead_letters import HEADER_PREFIX
 from laneway.options import EngineKind, EngineName, choice
+from laneway.sources.base import IgnoreRebalances
 from laneway.sources.embedded import EmbeddedLog
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Handler, Header, Message, PartitionId
+from laneway.types import Handler, Header, Message
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -197,7 +198,7 @@ def read_topic(log: EmbeddedLog, topic: str) -> list[Message]:
         return []
     wanted = sum(log.end_offsets(topic).values()) - sum(log.start_offsets(topic).values())
     source = log.subscribe([topic], group=f"laneway-testing-reader-{topic}")
-    source.open(_NoRebalanceInterest())
+    source.open(IgnoreRebalances())
     records: list[Message] = []
     try:
         while len(records) < wanted:
@@ -225,19 +226,6 @@ def laneway_run(laneway_log: EmbeddedLog) -> ConsumerRunner:
     """``laneway_run(handler, records, **options)``: run a consumer over ``records`` on
     ``laneway_log`` until all are handled; returns a :class:`CompletedRun`."""
     return ConsumerRunner(laneway_log)
-
-
-class _NoRebalanceInterest:
-    """A rebalance listener for a reader that only reads."""
-
-    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
-        pass
-
-    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
-        pass
 
 
 def _run_within(consumer: Consumer, count: int, timeout: float) -> ConsumerStats:
