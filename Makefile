@@ -13,9 +13,9 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # static tools run from the venv see laneway too (the default mode hides it behind an
 # import hook).
 EDITABLE := --config-settings editable_mode=compat -e
-LINT_PATHS := $(wildcard laneway tests examples)
+LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py noxfile.py scripts/generate-docs)
 
-.PHONY: venv demo test lint kafka-start kafka-stop clean
+.PHONY: venv demo test lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -33,11 +33,36 @@ $(DEV): pyproject.toml
 demo: $(RUNTIME)
 	$(BIN)/laneway demo
 
-# Lint and type-check first (no services needed), then run every test against a real broker
-# and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP / LANEWAY_POSTGRES_DSN if set, else servers
-# scripts/with-services starts and stops again.
-test: lint
+# Lint, type-check, build the docs and the package first (no services needed), run the
+# server-free tests on the other supported Pythons, then every test on the development
+# Python against a real broker and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP /
+# LANEWAY_POSTGRES_DSN if set, else servers scripts/with-services starts and stops again.
+test: lint docs package pythons
 	scripts/with-services kafka postgres -- $(BIN)/pytest -q
+
+# The documentation site into site/; --strict turns a broken link, anchor or API reference
+# into a failure.
+docs: $(DEV)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The unit and embedded-log tests on the supported Pythons other than the development one
+# (which runs everything in `make test`), side by side, each against the wheel `package`
+# built; see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other.
+OTHER_PYTHONS := $(filter-out $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
+pythons: package
+	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) $(addprefix python-,$(OTHER_PYTHONS))
+
+python-%: $(DEV)
+	@mkdir -p .nox
+	@LANEWAY_WHEEL="$(abspath $(wildcard dist/laneway-*.whl))" $(BIN)/nox --sessions tests-$* \
+		>.nox/tests-$*.log 2>&1 \
+		&& grep -E '[0-9]+ passed' .nox/tests-$*.log | tail -n 1 | sed 's/^/Python $*: /' \
+		|| { tail -n 80 .nox/tests-$*.log; echo "Python $*: failed (log: .nox/tests-$*.log)"; exit 1; }
+
+# sdist and wheel into dist/, each installed into a fresh venv: laneway --version,
+# laneway demo, and (wheel) a user's handler test with the pytest plugin.
+package: $(DEV)
+	scripts/check-package $(BIN)/python
 
 lint: $(DEV)
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -53,4 +78,4 @@ kafka-stop:
 clean:
 	scripts/kafka stop
 	scripts/postgres stop
-	rm -rf $(VENV) .kafka .postgres .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) .kafka .postgres .mypy_cache .ruff_cache .pytest_cache .hypothesis .nox site build dist *.egg-info

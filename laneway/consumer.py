@@ -1,4 +1,14 @@
-"""Consumer: the public entry point that runs a handler over a source."""
+"""Consumer: the public entry point that runs a handler over a source.
+
+``Consumer.__init__`` is overloaded so that a type checker matches the handler to the
+engine before :class:`~laneway.errors.ConfigError` does at run time: ``engine="async"``
+takes an :data:`~laneway.types.AsyncHandler`, the other engines (and the default) a
+:data:`~laneway.types.SyncHandler`. A third form takes an :class:`~laneway.options.EngineKind`
+chosen at run time with either kind of handler; only the constructor's checks can match
+those. A new handler form (say, one taking a batch of messages when ``batch_size`` is
+given) is one more overload here, with the keywords that select it taken out of the
+``**options`` it unpacks.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +18,19 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from laneway.config import ConsumerConfig, ConsumerOptions
+from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.control.plane import ControlPlane
 from laneway.engines.factory import build_engine
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.health import Health
 from laneway.observability.start import start_tracing
-from laneway.options import EventLoop, seconds, whole_number
+from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
+from laneway.types import AsyncHandler, Handler, SyncHandler
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -53,11 +64,43 @@ class Consumer:
     once: create a new one (on a new source) to run again.
     """
 
+    @overload
+    def __init__(
+        self,
+        source: Source,
+        handler: AsyncHandler,
+        *,
+        engine: Literal["async", EngineKind.ASYNC],
+        **options: Unpack[OptionsBesidesEngine],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        source: Source,
+        handler: SyncHandler,
+        *,
+        engine: Literal[
+            "sync", "thread", "process", EngineKind.SYNC, EngineKind.THREAD, EngineKind.PROCESS
+        ] = ...,
+        **options: Unpack[OptionsBesidesEngine],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        source: Source,
+        handler: Handler,
+        *,
+        engine: EngineKind,
+        **options: Unpack[OptionsBesidesEngine],
+    ) -> None: ...
+
     def __init__(
         self,
         source: Source,
         handler: Callable[..., Any],
-        **options: Unpack[ConsumerOptions],
+        **options: Any,
     ) -> None:
         self.config = ConsumerConfig.from_options(options)
         for method in ("open", "poll", "progress", "pause", "resume", "close"):

@@ -1,4 +1,5 @@
-"""The types every part of laneway shares: messages, partition ids, commit positions, failures.
+"""The types every part of laneway shares: messages, handlers, partition ids, commit
+positions, failures.
 
 This module imports nothing of laneway's and nothing outside the standard library, so a
 process-engine worker that only needs :class:`Message` loads neither confluent-kafka nor
@@ -7,9 +8,9 @@ the control plane.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 Header = tuple[str, "bytes | None"]
 """One record header: ``(name, value)``; the value may be ``None``, as in Kafka."""
@@ -43,6 +44,22 @@ class Message(NamedTuple):
             f"Message(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
             f"key={self.key!r}, value={_short(self.value)}, timestamp={self.timestamp})"
         )
+
+
+HandlerResult: TypeAlias = None
+"""What a handler returns: nothing. Written once, so the handler types below (and the
+``Consumer`` overloads built on them) change together when handlers may return more."""
+
+SyncHandler: TypeAlias = Callable[[Message], HandlerResult]
+"""A handler for ``engine="sync"``, ``"thread"`` or ``"process"``: a plain function (or an
+object with a plain ``__call__``) taking one :class:`Message`."""
+
+AsyncHandler: TypeAlias = Callable[[Message], Awaitable[HandlerResult]]
+"""A handler for ``engine="async"``: an ``async def`` function (or an object with an
+``async def __call__``) taking one :class:`Message`."""
+
+Handler: TypeAlias = SyncHandler | AsyncHandler
+"""Either kind of handler, for code that picks the engine at run time."""
 
 
 def _short(value: bytes | None) -> str:

@@ -11,6 +11,9 @@ import pytest
 from kafka_helpers import run_kafka_script
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
+# pytester runs user-like test modules for tests/test_testing_plugin.py.
+pytest_plugins = ["pytester"]
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 # The first start in a fresh clone downloads the broker jars with Maven.
 START_TIMEOUT_S = 900.0
@@ -39,6 +42,23 @@ def real_service(variable: str, script: Path) -> Iterator[str]:
             sys.stderr.write(f"{script} stop failed:\n{stopped.stderr}")
 
 
+SERVER_MARKERS = {"kafka_bootstrap": "kafka", "postgres_dsn": "postgres"}
+"""The fixture of each real server and the marker a test using it must carry, so that
+``-m "not kafka and not postgres"`` (the nox sessions) selects exactly the tests that need
+no server."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        f"{item.nodeid} uses {fixture} without @pytest.mark.{marker}"
+        for item in items
+        for fixture, marker in SERVER_MARKERS.items()
+        if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker(marker)
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests need their server's marker:\n" + "\n".join(unmarked))
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
@@ -58,6 +78,8 @@ def make_topic(request: pytest.FixtureRequest) -> Callable[[str, int], LogTopic]
     def make(kind: str, partitions: int) -> LogTopic:
         if kind == "embedded":
             return EmbeddedTopic(partitions)
+        if not request.node.get_closest_marker("kafka"):
+            pytest.fail(f"{request.node.nodeid} makes a Kafka topic without @pytest.mark.kafka")
         return KafkaTopic(request.getfixturevalue("kafka_bootstrap"), partitions)
 
     return make

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_metrics_page_holds_the_generated_table() -> None:
-    page = (ROOT / "docs" / "metrics.md").read_text()
+    page = (ROOT / "docs" / "reference" / "metrics.md").read_text()
     generated = page.split("<!-- generated: metrics table -->\n", 1)[1]
     assert generated.split("\n<!-- end: metrics table -->", 1)[0] == table()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import shutil
 import tempfile
 import threading
@@ -22,8 +23,10 @@ from pathlib import Path
 
 import psutil
 from pyinstrument import Profiler
+from pyinstrument.renderers import ConsoleRenderer
 from rich.progress import Progress, TaskID
 
+import laneway
 from laneway.bench.instrumentation import instrument
 from laneway.bench.raw import RawLoop
 from laneway.bench.recorder import (
@@ -305,8 +308,17 @@ class _Profiled:
         html = self._directory / f"{self._name}.html"
         text = self._directory / f"{self._name}.txt"
         html.write_text(profiler.output_html(), encoding="utf-8")
-        text.write_text(profiler.output_text(unicode=True, color=False), encoding="utf-8")
+        text.write_text(profiler.output(_text_renderer()), encoding="utf-8")
         self.files.extend([str(html), str(text)])
+
+
+def _text_renderer() -> ConsoleRenderer:
+    """pyinstrument's text report, showing laneway's own frames even when laneway is
+    installed in site-packages (which pyinstrument otherwise folds away as library code)."""
+    package = re.escape(str(Path(laneway.__file__).resolve().parent))
+    return ConsoleRenderer(
+        unicode=True, color=False, processor_options={"show_regex": f"^{package}"}
+    )
 
 
 class _Watch:

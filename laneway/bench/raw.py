@@ -15,15 +15,13 @@ from __future__ import annotations
 import abc
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer
 
 from laneway.bench.recorder import Record
 from laneway.bench.workloads import sequence_of
-from laneway.sources.base import Source
-from laneway.types import CommitPosition, PartitionId
+from laneway.sources.base import IgnoreRebalances, Source
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""
@@ -82,26 +80,13 @@ class RawLoop(abc.ABC):
         """Leave the group."""
 
 
-class _Ignore:
-    """A rebalance listener for a loop that owns every partition and never commits."""
-
-    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
-        pass
-
-    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
-        pass
-
-
 class EmbeddedRawLoop(RawLoop):
     def __init__(self, source: Source, messages: int) -> None:
         super().__init__(messages)
         self._source = source
 
     def _open(self) -> None:
-        self._source.open(_Ignore())
+        self._source.open(IgnoreRebalances())
 
     def _fetch(self, records: list[Record]) -> int:
         batch = self._source.poll(BATCH, POLL_TIMEOUT_S)

@@ -3,6 +3,7 @@
 from laneway.config.consumer_config import (
     ConsumerConfig,
     ConsumerOptions,
+    OptionsBesidesEngine,
     env_variable,
     option_defaults,
     option_specs,
@@ -17,6 +18,7 @@ __all__ = [
     "ConsumerConfig",
     "ConsumerOptions",
     "FailureCallback",
+    "OptionsBesidesEngine",
     "env_variable",
     "option_defaults",
     "option_specs",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,9 +27,9 @@ from dataclasses import dataclass, field
 from laneway.config.failures import FailureKeywords, FailureOptions
 from laneway.config.flow import FlowKeywords, FlowOptions
 from laneway.config.observing import ObservingKeywords, ObservingOptions
-from laneway.config.running import RunningKeywords, RunningOptions
+from laneway.config.running import EngineKeyword, RunningKeywords, RunningOptions
 from laneway.errors import ConfigError
-from laneway.options import ENV_PREFIX, EngineKind, EventLoop, OptionSpec, Ordering
+from laneway.options import ENV_PREFIX, EngineKind, OptionSpec
 from laneway.retry import RetryPolicy
 
 
@@ -77,7 +78,12 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
         return config
 
 
-class ConsumerOptions(RunningKeywords, FlowKeywords, FailureKeywords, ObservingKeywords):
+class OptionsBesidesEngine(RunningKeywords, FlowKeywords, FailureKeywords, ObservingKeywords):
+    """The keywords of ``Consumer(...)`` but ``engine``, typed: each overload of
+    ``Consumer.__init__`` names ``engine`` itself, with the handler type it allows."""
+
+
+class ConsumerOptions(EngineKeyword, OptionsBesidesEngine):
     """The keywords of ``Consumer(...)``, typed (see :class:`ConsumerConfig` for each)."""
 
 
@@ -116,7 +122,7 @@ def options_table() -> str:
     defaults = option_defaults()
     entries = []
     for name, spec in option_specs().items():
-        shown = spec.shown_default or _show(defaults[name])
+        shown = default_text(spec, defaults[name])
         text = spec.help[0].upper() + spec.help[1:] + "."
         if spec.tuning:
             text += f" Tuning: {spec.tuning}."
@@ -125,8 +131,11 @@ def options_table() -> str:
     return "\n".join(entries)
 
 
-def _show(value: object) -> str:
-    if isinstance(value, (EngineKind, Ordering, EventLoop)):
+def default_text(spec: OptionSpec, value: object) -> str:
+    """How option ``spec``'s default ``value`` reads in documentation."""
+    if spec.shown_default:
+        return spec.shown_default
+    if isinstance(value, enum.Enum):
         return repr(value.value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 10_000:
         return f"{value:,}"

@@ -110,10 +110,16 @@ class RunningOptions:
             )
 
 
-class RunningKeywords(TypedDict, total=False):
-    """The keywords of :class:`RunningOptions`, typed."""
+class EngineKeyword(TypedDict, total=False):
+    """The ``engine`` keyword, typed. Apart from :class:`RunningKeywords` because
+    ``Consumer``'s overloads pick the handler type by it (see :mod:`laneway.consumer`)."""
 
     engine: EngineName | EngineKind
+
+
+class RunningKeywords(TypedDict, total=False):
+    """The keywords of :class:`RunningOptions` but ``engine``, typed."""
+
     ordering: OrderingName | Ordering
     concurrency: int | None
     event_loop: EventLoopName | EventLoop

@@ -36,7 +36,10 @@ from laneway.retry import (
 from laneway.types import Failure, Message
 
 SyncHandler = Callable[[Message], object]
+"""A sync handler as the engines see it: whatever it returns is checked at run time (an
+awaitable fails the message). Users' handlers are typed by :data:`laneway.types.SyncHandler`."""
 AsyncHandler = Callable[[Message], Awaitable[object]]
+"""An async handler as the engines see it (users': :data:`laneway.types.AsyncHandler`)."""
 FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
 attempts, traceback)``."""
@@ -49,6 +52,10 @@ REPORT_EVERY = 0.005
 of a slow lane; reporting only at its end would keep finished messages counted against
 ``max_buffered`` (so nothing new is fetched for the other lanes) and uncommitted for the
 whole run. One clock read per message is the price (~50 ns)."""
+
+YIELD_SECONDS = 0.000_001
+"""How long a worker sleeps after reporting a final failure, to let the control thread run
+(the kernel rounds it up to its timer slack, about 50 us on Linux)."""
 
 BATCH_ID = 0
 INDEX = 1
@@ -117,7 +124,11 @@ class _Report:
         before this run reaches them (failures are rare; a report each costs little)."""
         self.failed.append(failure)
         self.flush()
-        time.sleep(0)  # hand the GIL to the control thread the report just woke
+        # Hand the GIL to the control thread the report just woke. Not sleep(0): before
+        # Python 3.11 that is a select() that returns at once, and this thread takes the
+        # GIL back before the control thread, woken on another core, can (on 3.10 a
+        # poison key then ran ~50 calls past its threshold instead of ~2).
+        time.sleep(YIELD_SECONDS)
 
     def retried(self, message: Message, attempts: int) -> None:
         """``message`` took ``attempts`` attempts (counted as retries for metrics)."""

@@ -138,6 +138,23 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
 variables ``LANEWAY_NAME``, TOML keys the name (``topics`` may also be ``topic``)."""
 
 
+def service_settings_table() -> str:
+    """The service's own settings as a Markdown table (flag, variable, default, meaning),
+    for the command-line reference page (``scripts/generate-docs``)."""
+    rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, (default, spec) in SERVICE_SPECS.items():
+        if name == "handler":
+            continue
+        dashed = name.replace("_", "-")
+        shown_flag = "--topic" if name == "topics" else f"--{dashed}"
+        if spec.kind == "bool":
+            shown_flag = f"--{dashed}` / `--no-{dashed}"
+        shown_default = "none" if default in (None, ()) else str(default)
+        what = f"{spec.help}: {', '.join(spec.choices)}" if spec.choices else spec.help
+        rows.append(f"| `{shown_flag}` | `{env_variable(name)}` | {shown_default} | {what} |")
+    return "\n".join(rows)
+
+
 @dataclass(frozen=True)
 class Resolved:
     """Every setting's value and origin, the consumer options apart, and the ``[kafka]``

@@ -29,6 +29,21 @@ class RebalanceListener(Protocol):
         """Partitions already taken away (commits for them would fail): fence, don't commit."""
 
 
+class IgnoreRebalances:
+    """A :class:`RebalanceListener` that ignores every change: for a reader that commits
+    nothing and keeps no state per partition (the bench's raw loop, the testing plugin's
+    reader of dead letters)."""
+
+    def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
+        pass
+
+    def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
+        pass
+
+    def on_lost(self, partitions: Sequence[PartitionId]) -> None:
+        pass
+
+
 class Source(Protocol):
     """A partitioned log the consumer reads from and commits to, in batches."""
 

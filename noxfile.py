@@ -1,0 +1,53 @@
+"""The supported Pythons: laneway's tests on CPython 3.10, 3.11, 3.12 and 3.13.
+
+``nox`` (or ``make pythons``) runs, on each Python, the tests that need no server — the
+unit tests and the integration tests on the embedded log (``-m "not kafka and not
+postgres"``) — against laneway installed as a package (not in editable mode), with the
+``dev`` extra. ``make test`` runs the whole suite, Kafka and PostgreSQL
+included, on the development Python in ``.venv``, and these sessions for the others.
+
+Interpreters are found on ``PATH`` as ``python3.X``; pyenv's installs under
+``~/.pyenv/versions`` are put in front of ``PATH`` first, since pyenv's shims answer only
+for the versions selected with ``pyenv global``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+SERVERLESS = "not kafka and not postgres"
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+
+def _pyenv_interpreters_first() -> None:
+    versions = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = []
+    for version in PYTHONS:
+        installs = sorted(versions.glob(f"{version}.*"), key=lambda p: p.name, reverse=True)
+        found += [str(p / "bin") for p in installs[:1] if (p / "bin" / f"python{version}").exists()]
+    os.environ["PATH"] = os.pathsep.join([*found, os.environ.get("PATH", "")])
+
+
+_pyenv_interpreters_first()
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """The unit and embedded-log tests on one Python (extra pytest arguments pass through).
+
+    laneway comes from the wheel named by ``LANEWAY_WHEEL`` (``make pythons`` builds it
+    once, so sessions running side by side never build in the same tree) or else from the
+    checkout. It is reinstalled every time: the version does not change between commits,
+    so pip would otherwise keep a reused environment's old copy.
+    """
+    laneway = os.environ.get("LANEWAY_WHEEL") or "."
+    session.install("--quiet", f"{laneway}[dev]")
+    session.install("--quiet", "--force-reinstall", "--no-deps", laneway)
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "-m", SERVERLESS, *session.posargs)
