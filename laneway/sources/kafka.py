@@ -21,6 +21,7 @@ from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_producer import KafkaProducer
+from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,15 @@ class KafkaSource:
     def producer(self) -> KafkaProducer:
         """A new idempotent producer into the same cluster (see :class:`KafkaProducer`)."""
         return KafkaProducer(self._connection, f"{self._name} producer")
+
+    def transaction(self) -> KafkaTransaction:
+        """A transactional producer for ``exactly_once=True`` (see
+        :mod:`laneway.sources.kafka_transactions`; its ``transactional.id`` is
+        ``laneway-<group>-<group.instance.id>``, or ``laneway-<group>-<host>-<pid>`` for a
+        member without one)."""
+        instance = self._settings.consumer_config.get("group.instance.id")
+        tid = transactional_id(self._settings.group, instance)
+        return KafkaTransaction(self._connection, self._consumer, tid, self._name)
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
