@@ -31,6 +31,7 @@ from laneway.control.tally import Tally
 from laneway.dead_letters import DeadLetterRouter, TraceContext
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError, TransactionError
+from laneway.producing.results import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId
@@ -166,20 +167,22 @@ class ControlPlane:
         """Fetch as much as backpressure and the stop conditions allow, and dispatch it."""
         tally, progress = self._tally, self._progress
         left = self._stopping.left_to_fetch(tally.handled, progress.buffered)
+        # Acknowledgements of results are served by the next collect: don't sleep past them.
+        cap = ACKNOWLEDGEMENT_WAIT if self._results.pending else BUSY_POLL_TIMEOUT
         if left == 0:
             # All that is left to handle is fetched: wait for the engine, not inside the
             # source (whose poll would sit out its timeout after the last message
             # finished), and poll without waiting only to serve group events.
             at_least = self._stopping.left_to_handle(tally.handled)
-            if not self.completions.wait(BUSY_POLL_TIMEOUT, at_least):
+            if not self.completions.wait(cap, at_least):
                 self._accept(self._source.poll(1, 0.0))
             return
         turn = self._backpressure.next_turn(progress, now)
         if turn.wait:
-            self.completions.wait(turn.wait, turn.at_least)
+            self.completions.wait(min(turn.wait, cap), turn.at_least)
         if turn.poll:
             most = turn.poll if left is None else min(turn.poll, left)
-            self._accept(self._source.poll(most, turn.poll_timeout))
+            self._accept(self._source.poll(most, min(turn.poll_timeout, cap)))
 
     def _accept(self, messages: list[Message]) -> None:
         if not messages:

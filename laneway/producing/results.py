@@ -38,6 +38,10 @@ from laneway.types import Failure, Message
 
 PRODUCE_ERROR = "ProduceError"
 """The error type of a message whose results could not be written."""
+ACKNOWLEDGEMENT_WAIT = 0.001
+"""Seconds the control loop waits at most in one turn while results await acknowledgement:
+acknowledgements are served once per turn (a producer calls back only when polled), and
+the inputs they finish hold buffer room and the commit point until then."""
 
 
 class ResultWriter(Protocol):

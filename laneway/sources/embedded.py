@@ -168,7 +168,9 @@ class EmbeddedLog:
             raise ConfigError(f"value={value!r} is not valid; expected bytes or None")
         if key is not None and not isinstance(key, bytes):
             raise ConfigError(f"key={key!r} is not valid; expected bytes or None")
-        header_tuple = () if headers is None else _check_headers(headers)
+        header_tuple: tuple[Header, ...] = ()
+        if headers is not None and not (isinstance(headers, (list, tuple)) and not headers):
+            header_tuple = _check_headers(headers)  # the common empty list costs nothing
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         elif isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
