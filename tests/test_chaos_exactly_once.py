@@ -100,12 +100,6 @@ def produce_paced(bootstrap: str, topic: str, seed: int, done: list[int]) -> Non
         time.sleep(PRODUCE_SECONDS / CHUNKS)
 
 
-def committed_all(bootstrap: str, group: str, topic: str) -> bool:
-    ends = kafka_helpers.end_offsets(bootstrap, topic)
-    committed = kafka_helpers.committed_offsets(bootstrap, group, topic)
-    return sum(ends.values()) == MESSAGES and {p: o for p, (o, _) in committed.items()} == ends
-
-
 def read_results(bootstrap: str, topic: str) -> dict[int, list[int]]:
     """Every committed result, as each key's input numbers in the order they were written."""
     from confluent_kafka import Consumer
@@ -193,7 +187,7 @@ def run_storm(bootstrap: str, exactly_once: bool, seed: int) -> tuple[dict[int, 
         def settled() -> bool:
             for member in members:
                 member.keep_alive()
-            return committed_all(bootstrap, group, topic)
+            return kafka_helpers.committed_to_end(bootstrap, group, topic, MESSAGES)
 
         assert wait_until(settled, SETTLE_TIMEOUT, interval=0.5), "offsets never reached the end"
     finally:

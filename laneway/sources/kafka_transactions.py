@@ -30,7 +30,7 @@ from confluent_kafka import Message as KafkaMessage
 from laneway.errors import TransactionError
 from laneway.producing.producer import OutgoingRecord
 from laneway.sources.kafka_logging import client_logging, describe
-from laneway.sources.kafka_producer import PRODUCER_MAX_BYTES, UNASSIGNED
+from laneway.sources.kafka_producer import PRODUCER_MAX_BYTES, send
 from laneway.types import CommitPosition, PartitionId
 
 log = logging.getLogger(__name__)
@@ -99,14 +99,7 @@ class KafkaTransaction:
         self._begin()
         for _ in range(FULL_QUEUE_WAITS):
             try:
-                self._producer.produce(
-                    record.topic,
-                    value=record.value,
-                    key=record.key,
-                    headers=list(record.headers),
-                    partition=UNASSIGNED if record.partition is None else record.partition,
-                    on_delivery=self._delivered,
-                )
+                send(self._producer, record, self._delivered)
                 return
             except BufferError:
                 self._producer.poll(0.1)
