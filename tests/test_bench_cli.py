@@ -337,3 +337,19 @@ def test_ordering_check_catches_reordering_overlap_loss_and_duplicates() -> None
     twice = [*in_order, record(0, b"a", 1, 30, 40)]
     result = check(twice, 4, "unordered")
     assert (result.lost, result.duplicates) == (1, 1)
+
+
+def test_batch_and_results_twins_run_next_to_each_engine(tmp_path: Path) -> None:
+    json_path = tmp_path / "run.json"
+    result = invoke(
+        [*SMALL, "--scenarios", "trivial", "--engines", "baseline,async", "--no-ceilings",
+         "--batch-size", "16", "--results", "--json", str(json_path)]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["rows"]
+    twins = ("", "batch", "results", "exactly-once")
+    expected = [f"{e}+{t}" if t else e for e in ("baseline", "async") for t in twins]
+    assert [row["engine"] for row in rows] == expected
+    assert all(row["lost"] == 0 and row["duplicates"] == 0 for row in rows)
+    for twin in twins[1:]:
+        assert f"trivial p2 k10 key async+{twin}: " in result.stdout
