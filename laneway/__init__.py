@@ -1,7 +1,8 @@
 """laneway: parallel, ordered processing of messages from partitioned logs.
 
 Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`Consumer`,
-:class:`Message`, :class:`ConsumerStats`, and the errors in :mod:`laneway.errors`.
+:class:`Message`, :class:`ConsumerStats`, what handlers may return (:class:`Produce`,
+:class:`Outcomes`), and the errors in :mod:`laneway.errors`.
 
 Names are imported on first use, so a process-engine worker that only needs
 :mod:`laneway.types` does not load confluent-kafka or the control plane.
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
         LanewayError,
         LogFullError,
         SourceError,
+        TransactionError,
         UnknownTopicError,
     )
+    from laneway.results import Outcomes, Produce
     from laneway.sources.embedded import EmbeddedLog
     from laneway.sources.kafka import KafkaSource
     from laneway.stats import ConsumerStats
@@ -40,7 +43,10 @@ _EXPORTS = {
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
     "Message": "laneway.types",
+    "Outcomes": "laneway.results",
+    "Produce": "laneway.results",
     "SourceError": "laneway.errors",
+    "TransactionError": "laneway.errors",
     "UnknownTopicError": "laneway.errors",
 }
 
@@ -55,7 +61,10 @@ __all__ = [
     "LanewayError",
     "LogFullError",
     "Message",
+    "Outcomes",
+    "Produce",
     "SourceError",
+    "TransactionError",
     "UnknownTopicError",
     "__version__",
 ]

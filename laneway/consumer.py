@@ -21,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from laneway.config import ConsumerConfig, OptionsBesidesEngine
+from laneway.control.durability import check_exactly_once
 from laneway.control.plane import ControlPlane
 from laneway.engines.factory import build_engine
 from laneway.engines.handler_checks import check_handler
@@ -60,8 +61,14 @@ class Consumer:
 
     Offsets are committed every ``commit_interval`` seconds, on revocation and on stop,
     and only up to the first unfinished message of each partition; finished offsets
-    beyond it travel in the commit metadata so a restart skips them. A consumer runs
-    once: create a new one (on a new source) to run again.
+    beyond it travel in the commit metadata so a restart skips them.
+
+    With ``batch_size`` the handler is called with a list of up to that many messages
+    (waiting up to ``batch_wait`` seconds to fill it). A handler may return
+    :class:`laneway.Produce` records (or a list of them) to be written; a message counts
+    as finished once they are acknowledged, or with ``exactly_once=True`` they are written
+    and the offsets committed in one transaction (see :mod:`laneway.producing.results`).
+    A consumer runs once: create a new one (on a new source) to run again.
     """
 
     @overload
@@ -110,6 +117,7 @@ class Consumer:
                     f"source or a KafkaSource (missing {method}())"
                 )
         check_handler(handler, self.config.engine)
+        check_exactly_once(source, self.config)
         self._source = source
         self._handler = handler
         self._stop = threading.Event()

@@ -30,3 +30,10 @@ class HandlerImportError(ConfigError):
 
 class SourceError(LanewayError):
     """A source failed in a way the consumer cannot recover from (e.g. a fatal Kafka error)."""
+
+
+class TransactionError(LanewayError):
+    """``exactly_once=True``: a transaction was aborted or this member was fenced, so what it
+    processed since its last commit is not in the log. ``run()`` ends with this error; run
+    the consumer again (``laneway run --members`` restarts it) and it resumes from the last
+    committed transaction, nothing lost and nothing written twice."""

@@ -1,8 +1,8 @@
 """Retrying a failing handler: the policy, and the one place that decides what a failure is.
 
 Every engine runs a handler through :func:`call` (or :func:`call_async`): any exception,
-``BaseException`` subclasses included, is a failed attempt, and so is a sync handler
-returning an awaitable (:func:`refuse_awaitable`); after ``max_retries``
+``BaseException`` subclasses included, is a failed attempt, and so is a return value the
+caller's check refuses (:func:`laneway.results.records_of`); after ``max_retries``
 retries the message is given up and reported as a :class:`~laneway.types.Failure`
 (then dead-lettered). The lane of the message waits during the backoff, so its order
 holds; other lanes go on.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import inspect
 import itertools
 import logging
 import random
@@ -22,7 +21,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from laneway.types import Message
 
@@ -39,9 +38,15 @@ error are at the end)."""
 
 ErrorInfo = tuple[str, str, int, str]
 """How a message failed for good: ``(error type name, error text, attempts, traceback)``."""
-Outcome = tuple["ErrorInfo | None", int]
-"""What retrying a message came to: how it failed (``None``: it succeeded in the end) and
-how many attempts were made."""
+Outcome = tuple[ErrorInfo | None, int, T | None]
+"""What retrying a message (or a batch) came to: how it failed (``None``: it succeeded in
+the end), how many attempts were made, and the checked return value of the attempt that
+succeeded (``None`` when none did)."""
+Item = Message | list[Message]
+"""What a handler is called with: a message, or a batch of them (``batch_size``)."""
+Check = Callable[[object], T]
+"""Turns a handler's return value into what its caller needs; raises ``TypeError`` for a
+value that is not allowed."""
 
 
 class Interrupted(Exception):
@@ -144,50 +149,40 @@ def failed_for_good(error: BaseException, attempts: int) -> ErrorInfo:
     return (*describe(error), attempts, formatted_traceback(error))
 
 
-def refuse_awaitable(result: object) -> None:
-    """Raise ``TypeError`` when a sync handler returned an awaitable (say, it called an
-    ``async def`` function and forgot the ``await``): nothing would ever await it, so its
-    work would not run while the message counted as done. The coroutine is closed, so
-    Python does not also warn that it was never awaited."""
-    if result is None or not inspect.isawaitable(result):
-        return
-    if inspect.iscoroutine(result):
-        result.close()
-    raise TypeError(
-        f"the handler returned {type(result).__name__} {result!r:.80}, which this engine "
-        "never awaits, so its work did not run; make the handler 'async def' and use "
-        "engine='async', or await the call inside an async handler"
-    )
-
-
 def call(
-    handler: Callable[[Message], object],
-    message: Message,
+    handler: Callable[[Any], object],
+    item: Item,
     policy: RetryPolicy,
     wait: Callable[[float], bool],
-) -> Outcome:
-    """Run ``handler`` with retries: ``(None, attempts)`` once it returned, else how it failed.
+    check: Check[T],
+) -> Outcome[T]:
+    """Run ``handler`` with retries: ``(None, attempts, value)`` once it returned (``value``
+    is what ``check`` made of its return value), else how it failed.
 
+    ``item`` is a message, or a list of them for a batch handler. ``check`` turns the
+    handler's return value into what the caller needs, raising ``TypeError`` for a value
+    that is not allowed (an awaitable, say), which fails the attempt like any error.
     ``wait(seconds)`` sleeps between attempts and returns False when a stop cut it short,
     in which case :class:`Interrupted` is raised. Only a Ctrl-C in the main thread
-    (:func:`aborts`) propagates; anything else a handler raises fails the message.
+    (:func:`aborts`) propagates; anything else a handler raises fails the item.
     """
     try:
-        refuse_awaitable(handler(message))
+        value = check(handler(item))
     except BaseException as error:
         if aborts(error):
             raise
-        return retry(handler, message, policy, wait, error)
-    return None, 1
+        return retry(handler, item, policy, wait, check, error)
+    return None, 1, value
 
 
 def retry(
-    handler: Callable[[Message], object],
-    message: Message,
+    handler: Callable[[Any], object],
+    item: Item,
     policy: RetryPolicy,
     wait: Callable[[float], bool],
+    check: Check[T],
     error: BaseException,
-) -> Outcome:
+) -> Outcome[T]:
     """The first attempt raised ``error``: retry as the policy says (see :func:`call`).
 
     Engines make the first attempt inline, so a handler that succeeds costs no extra
@@ -196,56 +191,60 @@ def retry(
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         delay = policy.delay(attempts)
-        _log_retry(message, attempts, error, delay)
+        log_retry(item, attempts, error, delay)
         if not wait(delay):
             raise Interrupted
         attempts += 1
         try:
-            refuse_awaitable(handler(message))
+            value = check(handler(item))
         except BaseException as next_error:
             if aborts(next_error):
                 raise
             error = next_error
         else:
-            return None, attempts
-    return failed_for_good(error, attempts), attempts
+            return None, attempts, value
+    return failed_for_good(error, attempts), attempts, None
 
 
 async def call_async(
-    handler: Callable[[Message], Awaitable[object]], message: Message, policy: RetryPolicy
-) -> Outcome:
+    handler: Callable[[Any], Awaitable[object]],
+    item: Item,
+    policy: RetryPolicy,
+    check: Check[T],
+) -> Outcome[T]:
     """The coroutine twin of :func:`call`; ``policy.timeout`` bounds each attempt."""
     try:
-        await _attempt(handler, message, policy.timeout)
+        value = check(await _attempt(handler, item, policy.timeout))
     except asyncio.CancelledError:
         raise
     except BaseException as error:
-        return await retry_async(handler, message, policy, error)
-    return None, 1
+        return await retry_async(handler, item, policy, check, error)
+    return None, 1, value
 
 
 async def retry_async(
-    handler: Callable[[Message], Awaitable[object]],
-    message: Message,
+    handler: Callable[[Any], Awaitable[object]],
+    item: Item,
     policy: RetryPolicy,
+    check: Check[T],
     error: BaseException,
-) -> Outcome:
+) -> Outcome[T]:
     """The coroutine twin of :func:`retry`."""
     attempts = 1
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         delay = policy.delay(attempts)
-        _log_retry(message, attempts, error, delay)
+        log_retry(item, attempts, error, delay)
         await sleep_at_least(delay)
         attempts += 1
         try:
-            await _attempt(handler, message, policy.timeout)
+            value = check(await _attempt(handler, item, policy.timeout))
         except asyncio.CancelledError:
             raise
         except BaseException as next_error:
             error = next_error
         else:
-            return None, attempts
-    return failed_for_good(error, attempts), attempts
+            return None, attempts, value
+    return failed_for_good(error, attempts), attempts, None
 
 
 async def sleep_at_least(seconds: float) -> None:
@@ -260,25 +259,24 @@ async def sleep_at_least(seconds: float) -> None:
 
 
 async def _attempt(
-    handler: Callable[[Message], Awaitable[object]], message: Message, timeout: float | None
-) -> None:
+    handler: Callable[[Any], Awaitable[object]], item: Item, timeout: float | None
+) -> object:
     """One attempt; past ``timeout`` it is cancelled and fails with a TimeoutError saying so
     (a TimeoutError the handler raises itself passes through as it is)."""
     if timeout is None:
-        await handler(message)
-        return
+        return await handler(item)
     if sys.version_info >= (3, 11):
         scope = asyncio.timeout(timeout)
         try:
             async with scope:
-                await handler(message)
+                return await handler(item)
         except TimeoutError:
             if scope.expired():
                 raise TimeoutError(timed_out(timeout)) from None
             raise
     else:
         try:
-            await asyncio.wait_for(handler(message), timeout)
+            return await asyncio.wait_for(handler(item), timeout)
         except asyncio.TimeoutError:
             raise TimeoutError(timed_out(timeout)) from None
 
@@ -288,14 +286,18 @@ def timed_out(timeout: float) -> str:
     return f"the handler did not finish within {timeout:g} s"
 
 
-def _log_retry(message: Message, attempt: int, error: BaseException, delay: float) -> None:
+def log_retry(item: Item, attempt: int, error: BaseException, delay: float) -> None:
+    """Log a failed attempt that will be retried (DEBUG, with its traceback)."""
     if log.isEnabledFor(logging.DEBUG):
+        first = item[0] if isinstance(item, list) else item
+        what = f"a batch of {len(item)} from " if isinstance(item, list) else ""
         log.debug(
-            "attempt %d on %s[%d]@%d failed: %s: %s; retrying in %.3f s",
+            "attempt %d on %s%s[%d]@%d failed: %s: %s; retrying in %.3f s",
             attempt,
-            message.topic,
-            message.partition,
-            message.offset,
+            what,
+            first.topic,
+            first.partition,
+            first.offset,
             *describe(error),
             delay,
             exc_info=error,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+
+if TYPE_CHECKING:
+    from laneway.results import Outcomes, Produce
 
 Header = tuple[str, "bytes | None"]
 """One record header: ``(name, value)``; the value may be ``None``, as in Kafka."""
@@ -46,17 +49,24 @@ class Message(NamedTuple):
         )
 
 
-HandlerResult: TypeAlias = None
-"""What a handler returns: nothing. Written once, so the handler types below (and the
-``Consumer`` overloads built on them) change together when handlers may return more."""
+HandlerResult: TypeAlias = "Produce | Sequence[Produce] | Outcomes | None"
+"""What a handler returns: nothing, a :class:`~laneway.Produce` record or a list of them to
+be written, or (batch handlers) :class:`~laneway.Outcomes`, one per message. Written once,
+so the handler types below (and the ``Consumer`` overloads built on them) change together."""
 
-SyncHandler: TypeAlias = Callable[[Message], HandlerResult]
+SyncHandler: TypeAlias = (
+    Callable[[Message], HandlerResult] | Callable[[list[Message]], HandlerResult]
+)
 """A handler for ``engine="sync"``, ``"thread"`` or ``"process"``: a plain function (or an
-object with a plain ``__call__``) taking one :class:`Message`."""
+object with a plain ``__call__``) taking one :class:`Message`, or with ``batch_size`` a
+list of them."""
 
-AsyncHandler: TypeAlias = Callable[[Message], Awaitable[HandlerResult]]
+AsyncHandler: TypeAlias = (
+    Callable[[Message], Awaitable[HandlerResult]]
+    | Callable[[list[Message]], Awaitable[HandlerResult]]
+)
 """A handler for ``engine="async"``: an ``async def`` function (or an object with an
-``async def __call__``) taking one :class:`Message`."""
+``async def __call__``) taking one :class:`Message`, or with ``batch_size`` a list."""
 
 Handler: TypeAlias = SyncHandler | AsyncHandler
 """Either kind of handler, for code that picks the engine at run time."""

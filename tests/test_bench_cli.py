@@ -375,3 +375,19 @@ def test_bus_reports_latency_and_producer_blocking(tmp_path: Path) -> None:
     assert all("calls waited" in row["extra"] for row in blocks)
     assert max(row["max"] for row in blocks) > 1_000
     assert "produce -> handler start" in result.output
+
+
+def test_batch_and_results_twins_run_next_to_each_engine(tmp_path: Path) -> None:
+    json_path = tmp_path / "run.json"
+    result = invoke(
+        [*SMALL, "--scenarios", "trivial", "--engines", "baseline,async", "--no-ceilings",
+         "--batch-size", "16", "--results", "--json", str(json_path)]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(json_path.read_text())["rows"]
+    twins = ("", "batch", "results", "exactly-once")
+    expected = [f"{e}+{t}" if t else e for e in ("baseline", "async") for t in twins]
+    assert [row["engine"] for row in rows] == expected
+    assert all(row["lost"] == 0 and row["duplicates"] == 0 for row in rows)
+    for twin in twins[1:]:
+        assert f"trivial p2 k10 key async+{twin}: " in result.stdout

@@ -100,6 +100,7 @@ def test_embedded_log_stays_under_the_byte_bound() -> None:
     assert stats.buffered_bytes == 0
 
 
+@pytest.mark.kafka
 def test_kafka_stays_under_the_byte_bound_and_bounds_its_prefetch(kafka_bootstrap: str) -> None:
     topic = unique_name("bytes")
     create_topic(kafka_bootstrap, topic, 4)

@@ -42,12 +42,6 @@ def produce_paced(bootstrap: str, topic: str, seed: int, done: list[int]) -> Non
         time.sleep(PRODUCE_SECONDS / CHUNKS)
 
 
-def committed_all(bootstrap: str, group: str, topic: str) -> bool:
-    ends = kafka_helpers.end_offsets(bootstrap, topic)
-    committed = kafka_helpers.committed_offsets(bootstrap, group, topic)
-    return {p: o for p, (o, _) in committed.items()} == ends and sum(ends.values()) == MESSAGES
-
-
 @pytest.mark.kafka
 def test_members_leaving_and_joining_lose_and_repeat_nothing(
     kafka_bootstrap: str, tmp_path: Path
@@ -93,7 +87,9 @@ def test_members_leaving_and_joining_lose_and_repeat_nothing(
         producer.join(60.0)
         assert sum(produced) == MESSAGES, "the producer did not finish"
         settled = wait_until(
-            lambda: committed_all(kafka_bootstrap, group, topic), SETTLE_TIMEOUT, interval=0.5
+            lambda: kafka_helpers.committed_to_end(kafka_bootstrap, group, topic, MESSAGES),
+            SETTLE_TIMEOUT,
+            interval=0.5,
         )
     finally:
         for member in members:

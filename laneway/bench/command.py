@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from laneway.bench.pipelines import BATCH, DEFAULT_BATCH_SIZE, EXACTLY_ONCE, RESULTS
 from laneway.bench.scenarios import (
     DEFAULT_TOPIC_PREFIX,
     ENGINES,
@@ -87,6 +88,11 @@ def _instruments(metrics: str | None, tracing: bool) -> tuple[str, ...]:
             flag = "tracing" if name == "tracing" else "metrics"
             raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
     return chosen
+
+
+def _pipelines(batch_size: int | None, results: bool) -> tuple[str, ...]:
+    chosen = (BATCH,) if batch_size is not None else ()
+    return chosen + ((RESULTS, EXACTLY_ONCE) if results else ())
 
 
 def _topic_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -197,6 +203,19 @@ def _orderings(
     "(spans dropped by the exporter; needs opentelemetry-sdk) and print the ratio.",
 )
 @click.option(
+    "--batch-size",
+    type=click.IntRange(min=1, max=100_000),
+    help="Run each laneway engine again with a batch handler of this many messages "
+    "(sleep/io/random work done once per batch, as a bulk call) and print the ratio.",
+)
+@click.option(
+    "--results",
+    is_flag=True,
+    help="Run each laneway engine again returning one laneway.Produce per message into "
+    "<topic>.out, at-least-once and with exactly_once=True (commit_interval 0.1 s), and "
+    "print each against consume-only (the plain row).",
+)
+@click.option(
     "--topic-prefix",
     default=DEFAULT_TOPIC_PREFIX,
     show_default=True,
@@ -241,6 +260,8 @@ def bench(
     bootstrap_servers: str | None,
     metrics: str | None,
     tracing: bool,
+    batch_size: int | None,
+    results: bool,
     topic_prefix: str,
     json_path: Path | None,
     plot_dir: Path | None,
@@ -284,7 +305,8 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=_instruments(metrics, tracing),
+        instruments=_instruments(metrics, tracing) + _pipelines(batch_size, results),
+        batch_size=batch_size or DEFAULT_BATCH_SIZE,
         json_path=json_path,
         plot_dir=plot_dir,
         profile_dir=profile_dir,

@@ -28,6 +28,20 @@ from rich.progress import Progress, TaskID
 
 import laneway
 from laneway.bench.instrumentation import instrument
+from laneway.bench.pipelines import (
+    BATCH,
+    BULK_WORK,
+    DEFAULT_BATCH_SIZE,
+    EXACTLY_ONCE,
+    PIPELINES,
+    RESULTS,
+    AsyncBatchHandler,
+    AsyncTransform,
+    BatchHandler,
+    Transform,
+    consumer_options,
+    output_topic,
+)
 from laneway.bench.raw import RawLoop
 from laneway.bench.recorder import (
     AsyncRecordedHandler,
@@ -48,7 +62,6 @@ from laneway.bench.workloads import (
 )
 from laneway.consumer import Consumer
 from laneway.options import EventLoop, Ordering
-from laneway.types import Message
 
 OK, TIMEOUT, ERROR = "OK", "TIMEOUT", "ERROR"
 WATCH_INTERVAL_S = 0.25
@@ -85,8 +98,10 @@ class Harness:
         profile_dir: Path | None = None,
         echo_port: int = 0,
         event_loop: EventLoop = EventLoop.AUTO,
+        batch_size: int = DEFAULT_BATCH_SIZE,
     ) -> None:
         self.target = target
+        self.batch_size = batch_size
         self.event_loop = event_loop
         self.progress = progress
         self.timeout = timeout
@@ -148,15 +163,28 @@ class Harness:
         )
         directory = tempfile.mkdtemp(prefix="laneway-bench-") if spec.engine == "process" else None
         sink = MemorySink() if directory is None else FileSink(directory)
-        handler: Callable[[Message], object]
+        handler: Callable[..., object]
         closer: EchoRoundTrip | AsyncEchoRoundTrip | None = None
+        twin = spec.instrument if spec.instrument in PIPELINES else ""
+        out = output_topic(prepared.topic)
+        if twin in (RESULTS, EXACTLY_ONCE):
+            self.target.create_output(prepared, out)
+        bulk = scenario.work in BULK_WORK
         if spec.engine == "async":
             async_work = make_async_work(work_spec)
             handler = AsyncRecordedHandler(async_work, sink)
+            if twin == BATCH:
+                handler = AsyncBatchHandler(async_work, sink, bulk)
+            elif twin:
+                handler = AsyncTransform(handler, out)
             closer = async_work if isinstance(async_work, AsyncEchoRoundTrip) else None
         else:
             sync_work = make_sync_work(work_spec)
             handler = RecordedHandler(sync_work, sink)
+            if twin == BATCH:
+                handler = BatchHandler(sync_work, sink, bulk)
+            elif twin:
+                handler = Transform(handler, out)
             closer = sync_work if isinstance(sync_work, EchoRoundTrip) else None
         with contextlib.ExitStack() as stack:
             metrics = stack.enter_context(instrument(spec.instrument))
@@ -170,6 +198,7 @@ class Harness:
                 handle_signals=False,
                 event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
                 metrics=metrics,
+                **consumer_options(twin, self.batch_size),
             )
             return self._measure(spec, prepared, task, consumer, sink, directory, closer)
 

@@ -78,8 +78,9 @@ def _sdk_tracing() -> Iterator[None]:
 
 
 def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Per variant and engine: each instrumented twin's throughput relative to the plain
-    row of the same run."""
+    """Per variant and engine: each twin's throughput relative to the plain row of the same
+    run (instrumented twins here, and the batch and results twins of
+    :mod:`laneway.bench.pipelines`)."""
     plain = {(r["scenario"], r["variant"], r["engine"]): r for r in rows if "+" not in r["engine"]}
     lines = []
     for row in rows:
@@ -90,8 +91,12 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         if base is None or not base["tps"]:
             continue
         ratio = row["tps"] / base["tps"]
+        if what in INSTRUMENTS:
+            said = f"{engine}: {what} on {ratio:.2f}x of off"
+        else:
+            said = f"{engine}+{what}: {ratio:.2f}x of {engine}"
         lines.append(
-            f"{row['scenario']} {row['variant']} {engine}: {what} on {ratio:.2f}x of off "
+            f"{row['scenario']} {row['variant']} {said} "
             f"({row['tps']:,.0f} vs {base['tps']:,.0f} msg/s)"
         )
     return lines

@@ -17,6 +17,7 @@ from laneway.bench.ceilings import Ceiling
 from laneway.bench.echo import EchoServer
 from laneway.bench.harness import OK, Harness, Measurement
 from laneway.bench.instrumentation import cost_lines
+from laneway.bench.pipelines import DEFAULT_BATCH_SIZE
 from laneway.bench.report import print_report, recommendations
 from laneway.bench.results import (
     Row,
@@ -53,6 +54,7 @@ class BenchOptions:
     plot_dir: Path | None
     profile_dir: Path | None
     instruments: tuple[str, ...] = ()
+    batch_size: int = DEFAULT_BATCH_SIZE
 
 
 def stdout_console() -> Console:
@@ -91,7 +93,13 @@ def run_bench(options: BenchOptions) -> bool:
             )
         )
         harness = Harness(
-            target, progress, options.timeout, options.profile_dir, echo_port, options.event_loop
+            target,
+            progress,
+            options.timeout,
+            options.profile_dir,
+            echo_port,
+            options.event_loop,
+            options.batch_size,
         )
         overall = progress.add_task(f"laneway bench ({target.kind})", total=len(runs))
         measured: dict[tuple[str, str], list[list[Ceiling]]] = {}
@@ -127,7 +135,10 @@ def run_bench(options: BenchOptions) -> bool:
     costs = cost_lines(merged)
     if costs:
         console.print()
-        console.print("[bold]Instrumentation[/bold] (throughput with it on / off, same run)")
+        console.print(
+            "[bold]Twins[/bold] (throughput with instrumentation on / off, as batches, with "
+            "results; each against its plain row of the same run)"
+        )
         for line in costs:
             console.print(f"  {line}", highlight=False)
     settings = _settings(options, target, started_at)
@@ -219,6 +230,8 @@ def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[st
         "timeout_s": options.timeout,
         "profile": options.profile_dir is not None,
         "ceilings": options.ceilings,
+        "twins": list(options.instruments),
+        "batch_size": options.batch_size,
         "overrides": asdict(options.overrides),
         "started_at": started_at,
         "argv": list(sys.argv),

@@ -68,6 +68,10 @@ class Target(Protocol):
 
     def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop: ...
 
+    def create_output(self, prepared: Prepared, topic: str) -> None:
+        """Create ``topic`` with the partition count of the run's topic (results runs)."""
+        ...
+
     def cleanup(self, prepared: Prepared) -> None: ...
 
     def describe(self) -> dict[str, Any]: ...
@@ -97,6 +101,10 @@ class EmbeddedTarget:
     def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
         return EmbeddedRawLoop(self.source(prepared), messages)
 
+    def create_output(self, prepared: Prepared, topic: str) -> None:
+        log = self._logs[prepared.topic]
+        log.create_topic(topic, partitions=log.partitions(prepared.topic))
+
     def cleanup(self, prepared: Prepared) -> None:
         log = self._logs.pop(prepared.topic, None)
         if log is not None:
@@ -115,6 +123,7 @@ class KafkaTarget:
         self.bootstrap_servers = bootstrap_servers
         self.topic_prefix = topic_prefix
         self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+        self._outputs: dict[str, str] = {}
 
     def check(self) -> None:
         """Fail fast, with the address, when no broker answers."""
@@ -143,14 +152,28 @@ class KafkaTarget:
     def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
         return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages)
 
+    def create_output(self, prepared: Prepared, topic: str) -> None:
+        described = self._admin.list_topics(topic=prepared.topic, timeout=REQUEST_TIMEOUT_S)
+        self.create_topic(topic, len(described.topics[prepared.topic].partitions))
+        self._outputs[prepared.topic] = topic
+
     def cleanup(self, prepared: Prepared) -> None:
-        self.delete_topic(prepared.topic)
+        topics = [prepared.topic]
+        output = self._outputs.pop(prepared.topic, None)
+        if output is not None:
+            topics.append(output)
+        self.delete_topics(topics)
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic``, best effort: a leftover topic of a finished run harms no other."""
-        futures = self._admin.delete_topics([topic], request_timeout=REQUEST_TIMEOUT_S)
-        with contextlib.suppress(KafkaException):
-            futures[topic].result(timeout=REQUEST_TIMEOUT_S)
+        self.delete_topics([topic])
+
+    def delete_topics(self, topics: list[str]) -> None:
+        """Delete ``topics``, best effort (see :meth:`delete_topic`)."""
+        futures = self._admin.delete_topics(topics, request_timeout=REQUEST_TIMEOUT_S)
+        for future in futures.values():
+            with contextlib.suppress(KafkaException):
+                future.result(timeout=REQUEST_TIMEOUT_S)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -54,6 +54,12 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
             if spec is not None:
                 object.__setattr__(self, each.name, spec.check(getattr(self, each.name), each.name))
         self._check_running()
+        if self.batch_size is not None and self.batch_size > self.max_buffered:
+            raise ConfigError(
+                f"batch_size={self.batch_size} is not valid with max_buffered="
+                f"{self.max_buffered}: a batch could never fill; raise max_buffered to at least "
+                "batch_size (a few batches' worth keeps every worker busy)"
+            )
         engine = self.engine
         if self.handler_timeout is not None and engine in (EngineKind.SYNC, EngineKind.THREAD):
             raise ConfigError(

@@ -73,6 +73,17 @@ class FlowOptions:
             "finish past one slow message (about 6 offsets per byte)",
         ),
     )
+    exactly_once: bool = option(
+        False,
+        OptionSpec(
+            "write handler results (laneway.Produce) and commit the consumed offsets in one "
+            "transaction, so read_committed readers see each result exactly once",
+            flag,
+            "bool",
+            "each commit is a transaction: a shorter commit_interval shows results sooner "
+            "and costs more (see laneway bench --results); Kafka or the embedded log only",
+        ),
+    )
     handle_signals: bool = option(
         True,
         OptionSpec(
@@ -92,4 +103,5 @@ class FlowKeywords(TypedDict, total=False):
     poll_batch_size: int
     drain_timeout: float
     metadata_max_bytes: int
+    exactly_once: bool
     handle_signals: bool

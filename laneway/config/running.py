@@ -16,6 +16,7 @@ from laneway.options import (
     Ordering,
     OrderingName,
     choice_of,
+    duration,
     names,
     number,
     option,
@@ -30,6 +31,9 @@ DEFAULT_CONCURRENCY = {
     EngineKind.PROCESS: os.cpu_count() or 1,
 }
 """``concurrency`` when not given: threads, coroutines or worker processes."""
+
+DEFAULT_BATCH_WAIT = 0.05
+"""``batch_wait`` when ``batch_size`` is given without it (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,41 @@ class RunningOptions:
         ),
     )
 
+    batch_size: int | None = option(
+        None,
+        OptionSpec(
+            "call the handler with a list of up to this many messages (a batch handler); "
+            "none: one message per call",
+            number(nullable=True),
+            "int",
+            "the size your bulk write likes (an INSERT of 500 rows); batches fill from many "
+            "keys at once, a key's messages in offset order, a key in one batch at a time",
+            nullable=True,
+        ),
+    )
+    batch_wait: float | None = option(
+        None,
+        OptionSpec(
+            "seconds a batch may wait to fill up to batch_size before it runs with fewer",
+            duration(allow_zero=True, nullable=True),
+            "seconds",
+            "longer fills batches under light load at the price of latency; 0 runs what "
+            "is there (the sync engine batches what one poll returned)",
+            nullable=True,
+            shown_default="0.05 with batch_size",
+        ),
+    )
+
     def _check_running(self) -> None:
         """The checks between these options (each value is checked on its own first)."""
+        if self.batch_size is None:
+            if self.batch_wait is not None:
+                raise ConfigError(
+                    f"batch_wait={self.batch_wait!r} is not valid without batch_size: it is "
+                    "how long a batch waits to fill; set batch_size too (e.g. batch_size=500)"
+                )
+        elif self.batch_wait is None:
+            object.__setattr__(self, "batch_wait", DEFAULT_BATCH_WAIT)
         engine = self.engine
         if self.concurrency is None:
             object.__setattr__(self, "concurrency", DEFAULT_CONCURRENCY[engine])
@@ -123,3 +160,5 @@ class RunningKeywords(TypedDict, total=False):
     ordering: OrderingName | Ordering
     concurrency: int | None
     event_loop: EventLoopName | EventLoop
+    batch_size: int | None
+    batch_wait: float | None

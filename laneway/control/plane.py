@@ -6,10 +6,12 @@ from inside ``poll``). Engines talk back only through :class:`Completions`. So n
 in this module is touched by two threads.
 
 The parts, each its own object: the source's :class:`~laneway.offsets.progress.Progress`
-(what may run, what is finished, what to commit), :class:`Backpressure` (how much to
-fetch, when to pause), :class:`StopConditions` (when a run ends), the
-:class:`DeadLetterRouter` (failed messages) and the :class:`Tally` (counters for
-``stats()`` and metrics).
+(what may run, what is finished, what to commit) and the
+:class:`~laneway.producing.results.ResultWriter` (handler results), both chosen for the
+consumer's guarantee by :func:`~laneway.control.durability.durability`,
+:class:`Backpressure` (how much to fetch, when to pause), :class:`StopConditions` (when a
+run ends), the :class:`DeadLetterRouter` (failed messages) and the :class:`Tally`
+(counters for ``stats()`` and metrics).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from operator import attrgetter
 
 from laneway.config import ConsumerConfig
 from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
+from laneway.control.durability import durability
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions
 from laneway.control.tally import Tally
 from laneway.dead_letters import DeadLetterRouter, TraceContext
 from laneway.engines.base import Completions, Engine
-from laneway.errors import SourceError
+from laneway.errors import SourceError, TransactionError
+from laneway.producing.results import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId
@@ -58,7 +62,7 @@ class ControlPlane:
         self._config = config
         self._stop = stop
         self.completions = Completions()
-        self._progress = source.progress(config.metadata_max_bytes)
+        self._progress, self._results = durability(source, config, tracing)
         self._router = DeadLetterRouter(source, config, tracing)
         self._backpressure = Backpressure(
             source, config.max_buffered, config.poll_batch_size, config.max_buffered_bytes
@@ -95,12 +99,21 @@ class ControlPlane:
         self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
-            if not self._engine.in_flight and not self._router.pending:
+            if (
+                not self._engine.in_flight
+                and not self._router.pending
+                and not self._results.pending
+            ):
                 break
             self.completions.wait(0.05)
             self._collect()
         self._collect()
-        self._commit_or_warn(self._progress.partitions, "final commit")
+        failed: TransactionError | None = None
+        try:
+            self._commit_or_warn(self._progress.partitions, "final commit")
+        except TransactionError as error:
+            failed = error
+            log.error("final commit failed: %s", error)
         now = time.monotonic()
         self._tally.end(now)
         self._stalls.look(now)  # the final gauges: nothing runs any more
@@ -108,10 +121,17 @@ class ControlPlane:
         self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
         # revoke callback still talks to the engine.
-        self._source.close()
+        try:
+            self._source.close()
+        except TransactionError as error:
+            failed = failed or error
+            log.error("commit on close failed: %s", error)
         remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
+        self._results.close(remaining)
         self._engine.close(remaining)
         self._stalls.stop()
+        if failed is not None:
+            raise failed
 
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
@@ -149,20 +169,22 @@ class ControlPlane:
         """Fetch as much as backpressure and the stop conditions allow, and dispatch it."""
         tally, progress = self._tally, self._progress
         left = self._stopping.left_to_fetch(tally.handled, progress.buffered)
+        # Acknowledgements of results are served by the next collect: don't sleep past them.
+        cap = ACKNOWLEDGEMENT_WAIT if self._results.pending else BUSY_POLL_TIMEOUT
         if left == 0:
             # All that is left to handle is fetched: wait for the engine, not inside the
             # source (whose poll would sit out its timeout after the last message
             # finished), and poll without waiting only to serve group events.
             at_least = self._stopping.left_to_handle(tally.handled)
-            if not self.completions.wait(BUSY_POLL_TIMEOUT, at_least):
+            if not self.completions.wait(cap, at_least):
                 self._accept(self._source.poll(1, 0.0))
             return
         turn = self._backpressure.next_turn(progress, now)
         if turn.wait:
-            self.completions.wait(turn.wait, turn.at_least)
+            self.completions.wait(min(turn.wait, cap), turn.at_least)
         if turn.poll:
             most = turn.poll if left is None else min(turn.poll, left)
-            self._accept(self._source.poll(most, turn.poll_timeout))
+            self._accept(self._source.poll(most, min(turn.poll_timeout, cap)))
 
     def _accept(self, messages: list[Message]) -> None:
         if not messages:
@@ -181,17 +203,24 @@ class ControlPlane:
             self._engine.submit(runnable)
 
     def _collect(self) -> None:
-        finished, failed, durations, retries = self.completions.take_all()
+        finished, failed, durations, retries, results = self.completions.take_all()
         if retries:
             self._tally.retried(retries)
+        if results:
+            self._results.write(results)
+        written, unwritten = self._results.poll()
+        if unwritten:
+            failed.extend(unwritten)
         if failed:
             opened = self._router.route(failed)
             if opened:
                 self._divert_queued(opened)
         settled = self._router.poll()
-        if not finished and not settled:
+        if not finished and not settled and not written:
             return
         now = time.monotonic()
+        if written:
+            finished.extend(written)  # after the timed ones: durations cover a prefix
         self._tally.finished(finished, settled, now, durations)
         if settled:
             finished.extend(settled)

@@ -46,8 +46,10 @@ class AsyncEngine:
         loop: asyncio.AbstractEventLoop | None = None,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
         max_run: int = 256,
+        batch_wait: float = 0.0,
     ) -> None:
         self._invoker = invoker
+        self._batch_wait = batch_wait
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._loop = loop
@@ -159,14 +161,17 @@ class AsyncEngine:
 
     def _spawn_workers(self) -> None:
         assert self._loop is not None
+        work = self._work if self._invoker.batch_size is None else self._work_batches
         for index in range(self._concurrency):
-            self._workers.append(
-                self._loop.create_task(self._work(index), name=f"laneway-async-{index}")
-            )
+            self._workers.append(self._loop.create_task(work(index), name=f"laneway-async-{index}"))
 
     def _feed(self, messages: list[Message]) -> None:
         self._scheduler.add(messages)
-        self._wake(self._scheduler.ready_lanes())
+        size = self._invoker.batch_size
+        if size is None:
+            self._wake(self._scheduler.ready_lanes())
+        else:  # a worker filling a batch, and one per further full batch
+            self._wake(1 + self._scheduler.ready_messages(size * 64) // size)
 
     def _wake(self, count: int) -> None:
         idle = self._idle
@@ -221,3 +226,58 @@ class AsyncEngine:
         if self._opened:
             self._opened = False
             await self._invoker.lifecycle.close_async()
+
+    async def _work_batches(self, index: int) -> None:
+        """A worker of a batch handler: claims batches across lanes, waiting up to
+        ``batch_wait`` from the moment it sees work for a batch to fill."""
+        size = self._invoker.batch_size
+        assert size is not None and self._loop is not None
+        loop, scheduler, completions = self._loop, self._scheduler, self._completions
+        deadline: float | None = None
+        while not self._closing:
+            if not scheduler.has_ready():
+                deadline = None
+                await self._idle_for(None)
+                continue
+            now = loop.time()
+            if deadline is None:
+                deadline = now + self._batch_wait
+            if now < deadline and scheduler.ready_messages(size) < size:
+                await self._idle_for(deadline - now)
+                continue
+            claim = scheduler.claim_batch(size)
+            if claim is None:
+                continue
+            deadline = None
+            if scheduler.has_ready():
+                self._wake(1)
+            lanes, batch = claim
+            self._executing += 1
+            try:
+                await self._invoker.run_batch_async(batch, completions, self._slots[index])
+            finally:
+                self._executing -= 1
+                if not self._executing:
+                    completions.wake()  # a drain waits for in_flight == 0
+                scheduler.release_all(lanes)
+                if scheduler.has_ready():
+                    self._wake(1)
+
+    async def _idle_for(self, seconds: float | None) -> None:
+        """Wait to be woken by new work, or for ``seconds`` (``None``: no limit)."""
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._idle.append(future)
+        timer = None
+        if seconds is not None:
+            timer = self._loop.call_later(seconds, _resolve, future)
+        try:
+            await future
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -12,7 +12,12 @@ import threading
 from collections.abc import Collection
 from typing import Protocol
 
+from laneway.results import Records
 from laneway.types import Failure, Message, PartitionId
+
+ResultGroup = tuple[list[Message], Records]
+"""Messages whose handler call returned results, with those results: the messages count as
+finished only once every record is written (one message, or a batch handler's batch)."""
 
 
 class Completions:
@@ -31,6 +36,7 @@ class Completions:
         self._failed: list[Failure] = []
         self._durations: list[float] = []
         self._retries: dict[str, int] = {}
+        self._results: list[ResultGroup] = []
         self._wanted = 1
         self._woken = False
 
@@ -40,11 +46,13 @@ class Completions:
         failures: list[Failure],
         durations: list[float] | None = None,
         retries: dict[str, int] | None = None,
+        results: list[ResultGroup] | None = None,
     ) -> None:
         """Finished messages and failures of an engine (either may be empty), and for
         metrics the handler seconds of each finished message (in the same order; engines
-        measure them only when asked) and the retries made per topic."""
-        if not finished and not failures and not durations and not retries:
+        measure them only when asked) and the retries made per topic. Messages whose
+        handler returned results come in ``results`` instead of ``finished``."""
+        if not finished and not failures and not durations and not retries and not results:
             return
         with self._lock:
             self._finished.extend(finished)
@@ -54,29 +62,37 @@ class Completions:
             if retries:
                 for topic, count in retries.items():
                     self._retries[topic] = self._retries.get(topic, 0) + count
-            enough = bool(failures) or len(self._finished) + len(self._failed) >= self._wanted
+            if results:
+                self._results.extend(results)
+            reported = len(self._finished) + len(self._failed) + len(self._results)
+            enough = bool(failures) or reported >= self._wanted
         if enough:
             self._ready.set()
 
     def take(self) -> tuple[list[Message], list[Failure]]:
+        """Finished (results included: their messages) and failed messages so far."""
         with self._lock:
             self._ready.clear()
             finished, self._finished = self._finished, []
             failed, self._failed = self._failed, []
+            results, self._results = self._results, []
+        for messages, _ in results:
+            finished.extend(messages)
         return finished, failed
 
     def take_all(
         self,
-    ) -> tuple[list[Message], list[Failure], list[float], dict[str, int]]:
-        """:meth:`take`, with the handler times of the finished messages (same order) and
-        the retries per topic, all reported since the last call."""
+    ) -> tuple[list[Message], list[Failure], list[float], dict[str, int], list[ResultGroup]]:
+        """:meth:`take`, with the handler times of the finished messages (same order), the
+        retries per topic and the result groups, all reported since the last call."""
         with self._lock:
             self._ready.clear()
             finished, self._finished = self._finished, []
             failed, self._failed = self._failed, []
             durations, self._durations = self._durations, []
             retries, self._retries = self._retries, {}
-        return finished, failed, durations, retries
+            results, self._results = self._results, []
+        return finished, failed, durations, retries, results
 
     def wait(self, timeout: float, at_least: int = 1) -> bool:
         """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),
@@ -84,7 +100,8 @@ class Completions:
         spares the control thread (and the GIL) a wake-up per finished message when it
         only needs room in the buffer."""
         with self._lock:
-            if self._woken or len(self._finished) + len(self._failed) >= at_least:
+            reported = len(self._finished) + len(self._failed) + len(self._results)
+            if self._woken or reported >= at_least:
                 self._woken = False
                 return True
             self._wanted = at_least

@@ -27,13 +27,23 @@ def build_engine(
     handler times are measured when a metrics backend is configured."""
     kind = config.engine
     timed = config.metrics is not NO_METRICS
+    batch_wait = config.batch_wait or 0.0
     if kind is EngineKind.PROCESS:
         from laneway.engines.process import ProcessEngine
 
         return ProcessEngine(
-            handler, config.ordering, config.concurrency, config.retry, hooks, timed
+            handler,
+            config.ordering,
+            config.concurrency,
+            config.retry,
+            hooks,
+            timed,
+            config.batch_size,
+            batch_wait,
         )
-    invoker = Invoker(handler, config.retry, hooks, kind is EngineKind.ASYNC, timed)
+    invoker = Invoker(
+        handler, config.retry, hooks, kind is EngineKind.ASYNC, timed, config.batch_size
+    )
     if kind is EngineKind.SYNC:
         from laneway.engines.sync import SyncEngine
 
@@ -41,7 +51,7 @@ def build_engine(
     if kind is EngineKind.THREAD:
         from laneway.engines.thread import ThreadEngine
 
-        return ThreadEngine(invoker, config.ordering, config.concurrency)
+        return ThreadEngine(invoker, config.ordering, config.concurrency, batch_wait=batch_wait)
     from laneway.engines.async_engine import AsyncEngine
     from laneway.engines.event_loops import new_event_loop
 
@@ -51,4 +61,5 @@ def build_engine(
         config.concurrency,
         loop=loop,
         loop_factory=partial(new_event_loop, config.event_loop),
+        batch_wait=batch_wait,
     )

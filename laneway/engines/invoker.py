@@ -2,8 +2,10 @@
 
 Every engine runs handlers through an :class:`Invoker`: the sync and thread engines with
 :meth:`Invoker.run`, the async engine with :meth:`Invoker.run_async`, and each process
-engine worker with :meth:`Invoker.run_rows`. What counts as a failure and how it is
-retried is decided in :mod:`laneway.retry`; what is reported when, here.
+engine worker with :meth:`Invoker.run_rows`; batch handlers with :meth:`Invoker.run_batch`
+and :meth:`Invoker.run_batch_async`. What counts as a failure and how it is retried is
+decided in :mod:`laneway.retry` (and for batches :mod:`laneway.engines.batch_runs`); what
+a handler may return in :mod:`laneway.results`; what is reported when, here.
 
 *Attempt hooks* (:class:`AttemptHook`) wrap every attempt of the handler, retries
 included: timing, tracing, or the process worker's timeout stamp. They are applied once,
@@ -17,10 +19,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableSequence, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from laneway.engines.base import Completions, InFlight
+from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
+from laneway.engines.run_report import RunReport
 from laneway.lifecycle import Lifecycle
+from laneway.results import Records, records_of
 from laneway.retry import (
     Interrupted,
     Outcome,
@@ -29,33 +34,29 @@ from laneway.retry import (
     call,
     call_async,
     failed_for_good,
-    refuse_awaitable,
     retry,
     retry_async,
+    sleep_at_least,
+    timed_out,
 )
 from laneway.types import Failure, Message
 
-SyncHandler = Callable[[Message], object]
-"""A sync handler as the engines see it: whatever it returns is checked at run time (an
-awaitable fails the message). Users' handlers are typed by :data:`laneway.types.SyncHandler`."""
-AsyncHandler = Callable[[Message], Awaitable[object]]
-"""An async handler as the engines see it (users': :data:`laneway.types.AsyncHandler`)."""
+SyncHandler = Callable[[Any], object]
+"""A plain handler: called with a message (or, with ``batch_size``, a list of them)."""
+AsyncHandler = Callable[[Any], Awaitable[object]]
+"""An ``async def`` handler, likewise."""
 FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
 attempts, traceback)``."""
-BatchResult = tuple[list[FailureRecord], list[float], list[tuple[int, int]]]
+ResultRecord = tuple[list[int], Records]
+"""Results of a process-engine batch: the indices of the messages they were returned for
+(one message, or a batch handler's batch) and the records."""
+BatchResult = tuple[
+    list[FailureRecord], list[float], list[tuple[int, int]], list[ResultRecord], list[int]
+]
 """What a process worker reports for a batch: failures, handler seconds of each message
-run (when timed), and ``(index, retries)`` of the messages that were retried."""
-
-REPORT_EVERY = 0.005
-"""Seconds between progress reports within one run. A run can hold hundreds of messages
-of a slow lane; reporting only at its end would keep finished messages counted against
-``max_buffered`` (so nothing new is fetched for the other lanes) and uncommitted for the
-whole run. One clock read per message is the price (~50 ns)."""
-
-YIELD_SECONDS = 0.000_001
-"""How long a worker sleeps after reporting a final failure, to let the control thread run
-(the kernel rounds it up to its timer slack, about 50 us on Linux)."""
+run (when timed), ``(index, retries)`` of the messages that were retried, the results, and
+the indices of messages left unstarted (none today: workers sleep their backoffs)."""
 
 BATCH_ID = 0
 INDEX = 1
@@ -75,87 +76,16 @@ class AttemptHook(Protocol):
     def wrap_async(self, handler: AsyncHandler) -> AsyncHandler: ...
 
 
-class _Report:
-    """The finished and failed messages of one run, reported to ``completions`` at least
-    every ``REPORT_EVERY`` seconds (:meth:`start` checks before each message, with the
-    clock it reads for the worker's :class:`InFlight`) and at the end (:meth:`end`).
-
-    When ``timed``, each finished message's time in its handler (retries included) is
-    taken from that same clock, from its start to the next message's start (or the run's
-    end): no extra clock read per message. ``durations[i]`` is that of ``done[i]``.
-    """
-
-    __slots__ = (
-        "_completions", "_report_at", "_slot", "_timed", "done", "durations", "failed",
-        "retries",
-    )  # fmt: skip
-
-    def __init__(self, completions: Completions, slot: InFlight, timed: bool) -> None:
-        self._completions = completions
-        self._slot = slot
-        self._timed = timed
-        self.done: list[Message] = []
-        self.failed: list[Failure] = []
-        self.durations: list[float] = []
-        self.retries: dict[str, int] = {}
-        self._report_at = time.monotonic() + REPORT_EVERY
-
-    def start(self, message: Message) -> None:
-        """``message`` is about to run: report what is done if it is time, and note it."""
-        now = time.monotonic()
-        slot = self._slot
-        if self._timed:  # inlined (this runs per message): the last one's handler time
-            done = self.done
-            if done and done[-1] is slot.message:
-                self.durations.append(now - slot.since)
-        if now >= self._report_at:
-            self.flush()
-            self._report_at = now + REPORT_EVERY
-        slot.since = now
-        slot.message = message
-
-    def flush(self) -> None:
-        self._completions.report(self.done, self.failed, self.durations, self.retries)
-        self.done, self.failed, self.durations, self.retries = [], [], [], {}
-
-    def failed_for_good(self, failure: Failure) -> None:
-        """A message failed its last attempt: report at once, so the control thread routes
-        it and, when that opens its key's circuit, takes back the key's queued messages
-        before this run reaches them (failures are rare; a report each costs little)."""
-        self.failed.append(failure)
-        self.flush()
-        # Hand the GIL to the control thread the report just woke. Not sleep(0): before
-        # Python 3.11 that is a select() that returns at once, and this thread takes the
-        # GIL back before the control thread, woken on another core, can (on 3.10 a
-        # poison key then ran ~50 calls past its threshold instead of ~2).
-        time.sleep(YIELD_SECONDS)
-
-    def retried(self, message: Message, attempts: int) -> None:
-        """``message`` took ``attempts`` attempts (counted as retries for metrics)."""
-        if attempts > 1:
-            self.retries[message.topic] = self.retries.get(message.topic, 0) + attempts - 1
-
-    def end(self) -> None:
-        """The run is over (or aborted): nothing is running, everything is reported."""
-        if self._timed:
-            self._time(time.monotonic())
-        self._slot.message = None
-        self.flush()
-
-    def _time(self, now: float) -> None:
-        """The message that just ran took until ``now``: note it if it finished."""
-        slot, done = self._slot, self.done
-        if done and done[-1] is slot.message:
-            self.durations.append(now - slot.since)
-
-
 class Invoker:
     """Calls ``handler`` on runs of messages with the retry ``policy``, reporting outcomes.
 
     ``hooks`` wrap each attempt, the first hook outermost; ``timed`` reports each
-    message's handler time (see :class:`_Report`). A handler that succeeds at the
-    first attempt costs one call and no retry bookkeeping: the first attempt is made
-    inline and :mod:`laneway.retry` is entered only when it raised.
+    message's handler time (see :class:`~laneway.engines.run_report.RunReport`). A
+    handler that succeeds at the first attempt costs one call and no retry bookkeeping:
+    the first attempt is made inline and :mod:`laneway.retry` is entered only when it
+    raised. With ``batch_size`` the handler is a batch handler: it is called with lists of
+    messages (see :mod:`laneway.engines.batch_runs` for how a failing batch is retried and
+    split).
     """
 
     def __init__(
@@ -165,10 +95,13 @@ class Invoker:
         hooks: Sequence[AttemptHook] = (),
         is_async: bool = False,
         timed: bool = False,
+        batch_size: int | None = None,
     ) -> None:
         self.policy = policy
         self.timed = timed
         """Whether each message's handler time is measured and reported (for metrics)."""
+        self.batch_size = batch_size
+        """Most messages per handler call (``None``: one message, not a list)."""
         self.lifecycle = Lifecycle.of(handler)
         """The handler's ``open()``/``close()``: engines call them once per worker."""
         self._sync: SyncHandler = handler
@@ -197,7 +130,7 @@ class Invoker:
         """
         handler = self._sync
         policy = self.policy
-        report = _Report(completions, slot, self.timed)
+        report = RunReport(completions, slot, self.timed)
         wait = _waiter(stop)
         try:
             while run:
@@ -210,23 +143,27 @@ class Invoker:
                 report.start(message)
                 try:
                     result = handler(message)
-                    if result is not None:
-                        refuse_awaitable(result)
+                    records: Records | None = [] if result is None else records_of(result)
                 except BaseException as first_error:
                     if aborts(first_error):
                         raise
                     try:
-                        error, attempts = retry(handler, message, policy, wait, first_error)
+                        error, attempts, records = retry(
+                            handler, message, policy, wait, records_of, first_error
+                        )
                     except Interrupted:
                         run.appendleft(message)
                         break
                     report.retried(message, attempts)
                     if error is None:
-                        report.done.append(message)
+                        report.finished(message, records or [])
                     else:
                         report.failed_for_good(Failure(message, *error))
                 else:
-                    report.done.append(message)
+                    if records:
+                        report.results.append(([message], records))
+                    else:
+                        report.done.append(message)
         finally:
             report.end()
 
@@ -236,7 +173,7 @@ class Invoker:
         """The coroutine twin of :meth:`run` (cancellation puts the message back)."""
         handler = self._async
         policy = self.policy
-        report = _Report(completions, slot, self.timed)
+        report = RunReport(completions, slot, self.timed)
         inline = policy.timeout is None
         try:
             while run:
@@ -245,26 +182,77 @@ class Invoker:
                 try:
                     if inline:
                         try:
-                            await handler(message)
+                            result = await handler(message)
+                            records: Records | None = [] if result is None else records_of(result)
                         except asyncio.CancelledError:
                             raise
                         except BaseException as first_error:
-                            outcome = await retry_async(handler, message, policy, first_error)
-                            error, attempts = outcome
+                            error, attempts, records = await retry_async(
+                                handler, message, policy, records_of, first_error
+                            )
                             report.retried(message, attempts)
                         else:
                             error = None
                     else:
-                        error, attempts = await call_async(handler, message, policy)
+                        error, attempts, records = await call_async(
+                            handler, message, policy, records_of
+                        )
                         report.retried(message, attempts)
                 except BaseException:
                     run.appendleft(message)
                     raise
                 if error is None:
-                    report.done.append(message)
+                    report.finished(message, records or [])
                 else:
                     report.failed_for_good(Failure(message, *error))
                     await asyncio.sleep(0)  # let a cancel the failure causes reach the loop
+        finally:
+            report.end()
+
+    def run_batch(
+        self, batch: list[Message], stop: threading.Event, completions: Completions, slot: InFlight
+    ) -> list[Message]:
+        """Run the batch handler on ``batch`` (retries and bisection included) and report
+        what it came to; return the messages a ``stop`` during a backoff left unstarted."""
+        report = RunReport(completions, slot, self.timed)
+        slot.message, slot.since = batch[0], time.monotonic()
+        outcome = BatchOutcome()
+        try:
+            self._drive(batch, outcome, _waiter(stop))
+            report.batch(outcome, time.monotonic() - slot.since)
+        finally:
+            report.end()
+        return outcome.unstarted
+
+    async def run_batch_async(
+        self, batch: list[Message], completions: Completions, slot: InFlight
+    ) -> None:
+        """The coroutine twin of :meth:`run_batch` (a backoff is never cut short: a stop
+        cancels the coroutine, and what it has not reported stays unfinished)."""
+        report = RunReport(completions, slot, self.timed)
+        slot.message, slot.since = batch[0], time.monotonic()
+        outcome = BatchOutcome()
+        handler, timeout = self._async, self.policy.timeout
+        plan = steps(batch, self.policy, outcome)
+        reply: object = None
+        try:
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration:
+                    break
+                if isinstance(step, Call):
+                    try:
+                        returned = await _bounded(handler(step.items), timeout)
+                        reply = check_batch(returned, len(step.items))
+                    except asyncio.CancelledError:
+                        raise
+                    except BaseException as error:
+                        reply = error
+                else:
+                    await sleep_at_least(step.seconds)
+                    reply = True
+            report.batch(outcome, time.monotonic() - slot.since)
         finally:
             report.end()
 
@@ -277,36 +265,103 @@ class Invoker:
         """A process worker's batch: run every row (a message as a plain tuple; ``None``:
         given up already) in order, writing ``(batch_id, index)`` to the shared
         ``progress`` array before each; return the failures, the handler time of each
-        message run when ``timed`` (else empty) and which messages were retried."""
-        failures: list[FailureRecord] = []
-        durations: list[float] = []
-        retried: list[tuple[int, int]] = []
-        timed = self.timed
+        message run when ``timed`` (else empty), which messages were retried and the
+        results. With ``batch_size`` the rows are run in handler batches of that size (the
+        index written is the first of the handler batch)."""
+        result: BatchResult = ([], [], [], [], [])
         progress[INDEX] = -1
         progress[BATCH_ID] = batch_id
+        if self.batch_size is None:
+            self._rows_one_by_one(rows, progress, result)
+        else:
+            self._rows_in_batches(rows, progress, result, self.batch_size)
+        progress[INDEX] = -1
+        return result
+
+    def _rows_one_by_one(
+        self,
+        rows: Sequence[tuple[object, ...] | None],
+        progress: MutableSequence[int],
+        result: BatchResult,
+    ) -> None:
+        failures, durations, retried, results, _ = result
+        timed = self.timed
         for index, row in enumerate(rows):
             if row is None:
                 continue
             progress[INDEX] = index
             started = time.monotonic() if timed else 0.0
-            error, attempts = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            error, attempts, records = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
             if timed:
                 durations.append(time.monotonic() - started)
             if attempts > 1:
                 retried.append((index, attempts - 1))
             if error is not None:
                 failures.append((index, *error))
-        progress[INDEX] = -1
-        return failures, durations, retried
+            elif records:
+                results.append(([index], records))
 
-    def _run_in_worker(self, message: Message) -> Outcome:
+    def _rows_in_batches(
+        self,
+        rows: Sequence[tuple[object, ...] | None],
+        progress: MutableSequence[int],
+        result: BatchResult,
+        size: int,
+    ) -> None:
+        failures, durations, retried, results, _ = result
+        live = [(index, Message(*row)) for index, row in enumerate(rows) if row is not None]  # type: ignore[arg-type]
+        for start in range(0, len(live), size):
+            chunk = live[start : start + size]
+            index_of = {id(message): index for index, message in chunk}
+            progress[INDEX] = chunk[0][0]
+            began = time.monotonic()
+            outcome = BatchOutcome()
+            self._drive([message for _, message in chunk], outcome, _sleep)
+            if self.timed:
+                durations.extend([(time.monotonic() - began) / len(chunk)] * len(chunk))
+            for failure in outcome.failed:
+                index = index_of[id(failure.message)]
+                failures.append(
+                    (index, failure.error_type, failure.error_message, failure.attempts,
+                     failure.traceback)
+                )  # fmt: skip
+            for messages, records in outcome.results:
+                results.append(([index_of[id(m)] for m in messages], records))
+            for topic, count in outcome.retries.items():
+                first = next(index for index, message in chunk if message.topic == topic)
+                retried.append((first, count))
+
+    def _drive(
+        self, batch: list[Message], outcome: BatchOutcome, wait: Callable[[float], bool]
+    ) -> None:
+        """Run the steps of :func:`~laneway.engines.batch_runs.steps` with plain calls."""
+        handler = self._sync
+        plan = steps(batch, self.policy, outcome)
+        reply: object = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration:
+                return
+            if isinstance(step, Call):
+                try:
+                    reply = check_batch(handler(step.items), len(step.items))
+                except BaseException as error:
+                    if aborts(error):
+                        plan.close()
+                        raise
+                    reply = error
+            else:
+                reply = wait(step.seconds)
+
+    def _run_in_worker(self, message: Message) -> Outcome[Records]:
         """One message with retries in a worker process, backoffs slept in place. A
         handler that raises ``KeyboardInterrupt`` (which :func:`laneway.retry.call` does
         not retry) fails that message too, so the worker survives it."""
         try:
-            return call(self._sync, message, self.policy, _sleep)
+            return call(self._sync, message, self.policy, _sleep, records_of)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
-            return failed_for_good(error, 1), 1
+            return failed_for_good(error, 1), 1, None
 
 
 class AttemptStamp:
@@ -343,3 +398,13 @@ def _waiter(stop: threading.Event) -> Callable[[float], bool]:
 def _sleep(seconds: float) -> bool:
     time.sleep(seconds)
     return True
+
+
+async def _bounded(attempt: Awaitable[object], timeout: float | None) -> object:
+    """Await one attempt, cancelled past ``timeout`` with a TimeoutError saying so."""
+    if timeout is None:
+        return await attempt
+    try:
+        return await asyncio.wait_for(attempt, timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError(timed_out(timeout)) from None

@@ -98,8 +98,13 @@ class ProcessEngine:
         policy: RetryPolicy | None = None,
         hooks: Sequence[AttemptHook] = (),
         timed: bool = False,
+        batch_size: int | None = None,
+        batch_wait: float = 0.0,
     ) -> None:
         self._handler = handler
+        self._batch_size = batch_size
+        self._batch_wait = batch_wait
+        self._filling: dict[int, float] = {}  # id(queue) -> when it last became non-empty
         self._hooks = tuple(hooks)
         self._timed = timed
         self._ordering = ordering
@@ -156,7 +161,8 @@ class ProcessEngine:
         self._completions = completions
         name = describe_handler(self._handler)
         try:
-            self._blob = pickle.dumps((self._handler, self._hooks, self._timed), protocol=5)
+            blob = (self._handler, self._hooks, self._timed, self._batch_size)
+            self._blob = pickle.dumps(blob, protocol=5)
         except Exception as error:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
@@ -177,8 +183,11 @@ class ProcessEngine:
         if not messages:
             return
         buckets = self._route(messages)
+        now = time.monotonic()
         with self._lock:
             for slot, bucket in zip(self._slots, buckets, strict=False):
+                if bucket and not slot.queue:
+                    self._filling[id(slot.queue)] = now
                 slot.queue.extend(bucket)
             if self._wake_pending:
                 return
@@ -259,6 +268,7 @@ class ProcessEngine:
                     break
             now = time.monotonic()
             timers = [s.restart_at - now for s in self._slots if s.restart_at is not None]
+            timers.extend(self._filled_in(now))
             timeout = max(min(timers, default=self._tick), 0.0)
             ready = wait([self._wake_r, *self._waitables], timeout)
             harvest = Harvest()
@@ -319,12 +329,14 @@ class ProcessEngine:
         harvest.add(batch, result)
 
     def _report(self, harvest: Harvest) -> None:
-        finished, failed = harvest.finished, harvest.failed
-        if not finished and not failed:
+        count = harvest.count
+        if not count:
             return
-        self._completions.report(finished, failed, harvest.durations, harvest.retries)
+        self._completions.report(
+            harvest.finished, harvest.failed, harvest.durations, harvest.retries, harvest.results
+        )
         with self._lock:
-            self._in_flight -= len(finished) + len(failed)
+            self._in_flight -= count
             if self._in_flight == 0:
                 self._lock.notify_all()
                 self._completions.wake()  # a drain waits for in_flight == 0
@@ -352,10 +364,11 @@ class ProcessEngine:
             slots = sorted((s for s in self._slots if _open(s)), key=_open, reverse=True)
             places = sum(_open(s) for s in slots)
             cap = self._batch_cap()
+            now = time.monotonic()
             for _ in range(PIPELINE):
                 for slot in slots:  # most open places (least loaded) first
                     queue, free, worker = slot.queue, _open(slot), slot.worker
-                    if not queue or not free or worker is None:
+                    if not queue or not free or worker is None or self._filling_up(queue, now):
                         continue
                     share = places if self._ordering is Ordering.UNORDERED else free
                     places -= 1
@@ -374,12 +387,35 @@ class ProcessEngine:
             worker.send_batch(batch)
 
     def _batch_cap(self) -> int:
-        """Most messages per batch: what runs in about ``BATCH_SECONDS`` (1 until measured)."""
+        """Most messages per batch: what runs in about ``BATCH_SECONDS`` (1 until measured),
+        and with a batch handler at least one handler batch (else whole handler batches)."""
         if self._per_message is None:
-            return 1
-        if self._per_message <= BATCH_SECONDS / MAX_BATCH:
-            return MAX_BATCH
-        return max(1, int(BATCH_SECONDS / self._per_message))
+            cap = 1
+        elif self._per_message <= BATCH_SECONDS / MAX_BATCH:
+            cap = MAX_BATCH
+        else:
+            cap = max(1, int(BATCH_SECONDS / self._per_message))
+        size = self._batch_size
+        return cap if size is None else max(size, cap - cap % size)
+
+    def _filling_up(self, queue: deque[Message], now: float) -> bool:
+        """Whether a batch handler's queue should wait for more (``batch_wait``)."""
+        size = self._batch_size
+        if size is None or len(queue) >= size:
+            return False
+        return now < self._filling.get(id(queue), now) + self._batch_wait
+
+    def _filled_in(self, now: float) -> list[float]:
+        """Seconds until each queue that is filling up may be shipped anyway."""
+        if self._batch_size is None or not self._batch_wait:
+            return []
+        with self._lock:
+            due = [
+                since + self._batch_wait - now
+                for slot in self._slots
+                if slot.queue and (since := self._filling.get(id(slot.queue))) is not None
+            ]
+        return [seconds for seconds in due if seconds > 0]
 
     def _stop_workers(self, grace: float) -> None:
         stop_all([s.worker for s in self._slots if s.worker is not None], grace)

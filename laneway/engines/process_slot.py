@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import MutableSequence
 from multiprocessing.context import SpawnContext
 
+from laneway.engines.base import ResultGroup
 from laneway.engines.invoker import (
     BATCH_ID,
     INDEX,
@@ -34,6 +35,7 @@ from laneway.engines.invoker import (
     STARTED,
     BatchResult,
     FailureRecord,
+    ResultRecord,
 )
 from laneway.engines.process_worker import worker_main
 from laneway.retry import RetryPolicy, timed_out
@@ -73,16 +75,24 @@ class Batch:
             rows[index] = None
         return rows
 
-    def settle(self, failures: list[FailureRecord]) -> tuple[list[Message], list[Failure]]:
-        """Split the batch by the worker's reply into finished messages and failures."""
-        if not failures and not self.gave_up:
-            return self.messages, []
+    def settle(
+        self, failures: list[FailureRecord], results: list[ResultRecord]
+    ) -> tuple[list[Message], list[Failure], list[ResultGroup], set[int]]:
+        """Split the batch by the worker's reply into finished messages (without results),
+        failures and result groups; also return the indices not finished plainly."""
+        if not failures and not self.gave_up and not results:
+            return self.messages, [], [], set()
         skip = set(self.gave_up)
         failed = []
         for index, error_type, text, attempts, trace in failures:
             skip.add(index)
             failed.append(Failure(self.messages[index], error_type, text, attempts, trace))
-        return [m for i, m in enumerate(self.messages) if i not in skip], failed
+        groups: list[ResultGroup] = []
+        for indices, records in results:
+            skip.update(indices)
+            groups.append(([self.messages[i] for i in indices], records))
+        done = [m for i, m in enumerate(self.messages) if i not in skip]
+        return done, failed, groups, skip
 
     def all_given_up(self) -> bool:
         return len(self.gave_up) == len(self.messages)
@@ -155,22 +165,28 @@ class Harvest:
     """What one turn of the engine's reader thread collected from its workers: finished
     and failed messages, handler times (with their topics) and retries, reported as one."""
 
-    __slots__ = ("durations", "failed", "finished", "retries")
+    __slots__ = ("durations", "failed", "finished", "results", "retries")
 
     def __init__(self) -> None:
         self.finished: list[Message] = []
         self.failed: list[Failure] = []
         self.durations: list[float] = []
         self.retries: dict[str, int] = {}
+        self.results: list[ResultGroup] = []
+
+    @property
+    def count(self) -> int:
+        """Messages reported by this harvest (finished, failed or with results)."""
+        return len(self.finished) + len(self.failed) + sum(len(g) for g, _ in self.results)
 
     def add(self, batch: Batch, result: BatchResult) -> None:
         """A worker's answer to ``batch``."""
-        failures, durations, retried = result
-        done, bad = batch.settle(failures)
+        failures, durations, retried, results, _ = result
+        done, bad, groups, skip = batch.settle(failures, results)
         self.finished.extend(done)
         self.failed.extend(bad)
+        self.results.extend(groups)
         if durations:
-            skip = batch.gave_up | {failure[0] for failure in failures}
             ran = [i for i in range(len(batch.messages)) if i not in batch.gave_up]
             self.durations.extend(d for i, d in zip(ran, durations, strict=False) if i not in skip)
         for index, count in retried:

@@ -11,10 +11,12 @@ to the parent over one duplex pipe:
 * then the parent sends batches, ``pickle.dumps((batch_id, [message tuple | None, ...]))``
   (``None`` marks a message the parent already gave up on, see the engine's docs), and
   the worker answers each with one small reply, ``(batch_id, (failures, durations,
-  retries), seconds)``, where each failure is ``(index, error type, error text,
-  attempts, traceback)``, ``durations`` the handler seconds of each message run (only
-  when metrics are on, else empty) and ``seconds`` how long the batch took; an empty
-  payload means "exit".
+  retries, results, unstarted), seconds)``, where each failure is ``(index, error type,
+  error text, attempts, traceback)``, ``durations`` the handler seconds of each message
+  run (only when metrics are on, else empty), ``results`` the records handlers returned
+  with the indices of the messages they belong to (results ride back with the batch's
+  reply: no message per result) and ``seconds`` how long the batch took; an empty payload
+  means "exit". With a batch handler the worker calls it on runs of ``batch_size`` rows.
 
 A receiver thread reads batches off the pipe as soon as they arrive, so the parent's
 send never waits for the handler to finish the previous batch. Before each message the
@@ -48,14 +50,14 @@ def worker_main(
     """Entry point of a worker process (the ``target`` of its ``Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        handler, hooks, timed = pickle.loads(handler_blob)
+        handler, hooks, timed, batch_size = pickle.loads(handler_blob)
     except BaseException as error:  # reported to the parent, which raises
         name, text = describe(error)
         conn.send_bytes(pickle.dumps(("error", f"{name}: {text}")))
         return
     if policy.timeout is not None:
         hooks = (*hooks, AttemptStamp(progress))
-    invoker = Invoker(handler, policy, hooks, timed=timed)
+    invoker = Invoker(handler, policy, hooks, timed=timed, batch_size=batch_size)
     try:
         invoker.lifecycle.open_now()
     except BaseException as error:

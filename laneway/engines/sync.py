@@ -16,7 +16,9 @@ class SyncEngine:
 
     Every ordering mode holds trivially. Use it when the handler does almost nothing
     (well under 0.1 ms a message): there is no hand-off at all, so it is the fastest way
-    to do trivial work, and the reference the other engines are measured against.
+    to do trivial work, and the reference the other engines are measured against. A
+    batch handler (``batch_size``) gets what each poll returned, in batches of up to
+    ``batch_size``; ``batch_wait`` does not apply (waiting would stop the polling).
     """
 
     def __init__(self, invoker: Invoker, stop: threading.Event) -> None:
@@ -33,6 +35,9 @@ class SyncEngine:
 
     def submit(self, messages: list[Message]) -> None:
         assert self._completions is not None, "start() first"
+        if self._invoker.batch_size is not None:
+            self._submit_batches(messages, self._invoker.batch_size, self._completions)
+            return
         run = deque(messages)
         self._running = 1
         try:
@@ -40,6 +45,24 @@ class SyncEngine:
         finally:
             self._running = 0
         self._unstarted.extend(run)
+
+    def _submit_batches(self, messages: list[Message], size: int, completions: Completions) -> None:
+        """Batch handler: the polled messages in batches of ``size`` (it does not wait for a
+        later poll to fill one: that would hold up the polling thread)."""
+        self._running = 1
+        try:
+            for start in range(0, len(messages), size):
+                if self._stop.is_set():
+                    self._unstarted.extend(messages[start:])
+                    return
+                batch = messages[start : start + size]
+                left = self._invoker.run_batch(batch, self._stop, completions, self._slot)
+                if left:
+                    self._unstarted.extend(left)
+                    self._unstarted.extend(messages[start + size :])
+                    return
+        finally:
+            self._running = 0
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)

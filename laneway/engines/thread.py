@@ -70,8 +70,10 @@ class ThreadEngine:
         ordering: Ordering,
         concurrency: int,
         max_run: int = 256,
+        batch_wait: float = 0.0,
     ) -> None:
         self._invoker = invoker
+        self._batch_wait = batch_wait
         self._closed = threading.Event()
         self._concurrency = concurrency
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
@@ -90,9 +92,10 @@ class ThreadEngine:
         self._invoker.lifecycle.open_now()
         self._started = True
         self._completions = completions
+        work = self._work if self._invoker.batch_size is None else self._work_batches
         for index in range(self._concurrency):
             thread = threading.Thread(
-                target=self._work, args=(index,), name=f"laneway-thread-{index}", daemon=True
+                target=work, args=(index,), name=f"laneway-thread-{index}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -103,7 +106,11 @@ class ThreadEngine:
     def submit(self, messages: list[Message]) -> None:
         with self._cond:
             self._scheduler.add(messages)
-            self._cond.notify(self._threads_to_wake())
+            size = self._invoker.batch_size
+            if size is None:
+                self._cond.notify(self._threads_to_wake())
+            else:  # a thread filling a batch, and one per further full batch
+                self._cond.notify(1 + self._scheduler.ready_messages(size * 64) // size)
 
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)
@@ -198,3 +205,48 @@ class ThreadEngine:
                 if self._threads_to_wake():
                     cond.notify()  # e.g. a lane made ready again by a release
             self._invoker.run(run, self._closed, self._completions, self._slots[index])
+
+    def _work_batches(self, index: int) -> None:
+        """A worker of a batch handler: claims batches across lanes (see
+        :meth:`LaneScheduler.claim_batch`), waiting up to ``batch_wait`` from the moment it
+        sees work for a batch to fill."""
+        size = self._invoker.batch_size
+        assert size is not None
+        cond, scheduler, slot = self._cond, self._scheduler, self._slots[index]
+        lanes: list[Hashable] = []
+        while True:
+            with cond:
+                if lanes:
+                    scheduler.release_all(lanes)
+                    self._executing -= 1
+                    if not self._executing:
+                        self._completions.wake()  # a drain waits for in_flight == 0
+                    if scheduler.has_ready():
+                        cond.notify()
+                claim = self._claim_batch(size)
+                if claim is None:
+                    return
+                lanes, batch = claim
+                self._executing += 1
+                self._last_claim = time.monotonic()
+            self._invoker.run_batch(batch, self._closed, self._completions, slot)
+
+    def _claim_batch(self, size: int) -> tuple[list[Hashable], list[Message]] | None:
+        """Wait (holding the condition) for a batch worth claiming; ``None`` once closed."""
+        cond, scheduler = self._cond, self._scheduler
+        deadline: float | None = None
+        while not self._closed.is_set():
+            if not scheduler.has_ready():
+                deadline = None
+                cond.wait()
+                continue
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self._batch_wait
+            if now >= deadline or scheduler.ready_messages(size) >= size:
+                claim = scheduler.claim_batch(size)
+                if claim is not None:
+                    return claim
+            else:
+                cond.wait(deadline - now)
+        return None

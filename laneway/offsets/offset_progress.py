@@ -153,6 +153,17 @@ class OffsetProgress:
         return sum(owned[pid].in_engine for pid in partitions if pid in owned)
 
     def commit(self, partitions: Collection[PartitionId]) -> None:
+        positions = self.positions_to_commit(partitions)
+        if not positions:
+            return
+        self._committer.commit(positions)
+        self.committed_now(positions)
+
+    def positions_to_commit(
+        self, partitions: Collection[PartitionId]
+    ) -> dict[PartitionId, CommitPosition]:
+        """The new position of each owned partition of ``partitions`` whose position moved
+        since its last commit."""
         positions: dict[PartitionId, CommitPosition] = {}
         for pid in partitions:
             partition = self._owned.get(pid)
@@ -161,9 +172,10 @@ class OffsetProgress:
             position = partition.position_to_commit()
             if position is not None:
                 positions[pid] = position
-        if not positions:
-            return
-        self._committer.commit(positions)
+        return positions
+
+    def committed_now(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
+        """``positions`` were just committed."""
         self._commits += 1
         for pid, position in positions.items():
             self._owned[pid].last_committed = position

@@ -17,13 +17,14 @@ T = TypeVar("T")
 
 
 class _Pending(Generic[T]):
-    __slots__ = ("input", "like", "records", "unacknowledged")
+    __slots__ = ("abandoned", "input", "like", "records", "unacknowledged")
 
     def __init__(self, input: T, records: Sequence[OutgoingRecord], like: str | None) -> None:
         self.input = input
         self.records = records
         self.like = like
         self.unacknowledged = len(records)
+        self.abandoned = False
 
 
 class AcknowledgedWrites(Generic[T]):
@@ -34,8 +35,11 @@ class AcknowledgedWrites(Generic[T]):
     message behind a dead letter, or the message a handler produced results for) must
     not count as finished, and so must not be committed, before what was written for it
     is durable. A record whose write fails is written again after the ``policy``'s
-    backoff, for as long as it takes, without holding up any other input (only the
-    input's own partition's commit point waits); each failure is logged as a WARNING.
+    backoff without holding up any other input (only the input's own partition's commit
+    point waits); each failure is logged as a WARNING. By default that goes on for as long
+    as it takes (dead letters must not be lost); with ``give_up_after`` a record that
+    failed that many times more gives its input up: :meth:`abandoned` hands it back with
+    the last error, for the dead-letter path (handler results).
 
     ``producer`` is created on first use (a consumer without failures never opens a
     Kafka producer). With ``like`` given to :meth:`write`, missing topics are created
@@ -45,12 +49,19 @@ class AcknowledgedWrites(Generic[T]):
     Used from the control thread only; call :meth:`poll` every loop turn.
     """
 
-    def __init__(self, producer: Callable[[], Producer], policy: RetryPolicy) -> None:
+    def __init__(
+        self,
+        producer: Callable[[], Producer],
+        policy: RetryPolicy,
+        give_up_after: int | None = None,
+    ) -> None:
         self._open_producer = producer
         self._producer: Producer | None = None
         self._policy = policy
+        self._give_up_after = give_up_after
         self._retries: RetryQueue[tuple[_Pending[T], OutgoingRecord]] = RetryQueue()
         self._settled: list[T] = []
+        self._abandoned: list[tuple[T, str, int]] = []
         self._ensured: set[str] = set()
         self.pending = 0
         """Inputs written for and not yet settled."""
@@ -73,9 +84,16 @@ class AcknowledgedWrites(Generic[T]):
         if self._producer is not None:
             self._producer.poll()
         for (pending, record), tries in self._retries.due():
-            self._send(pending, record, tries)
+            if not pending.abandoned:
+                self._send(pending, record, tries)
         settled, self._settled = self._settled, []
         return settled
+
+    def abandoned(self) -> list[tuple[T, str, int]]:
+        """Inputs given up since the last call (``give_up_after``), each with the error
+        text of its last failed write and how many writes were tried."""
+        abandoned, self._abandoned = self._abandoned, []
+        return abandoned
 
     def close(self, timeout: float) -> None:
         """Wait up to ``timeout`` s for queued writes; release the producer."""
@@ -98,8 +116,17 @@ class AcknowledgedWrites(Generic[T]):
     def _acknowledged(
         self, pending: _Pending[T], record: OutgoingRecord, tries: int, error: str | None
     ) -> None:
+        if pending.abandoned:
+            return
         if error is not None:
             self.write_errors += 1
+            limit = self._give_up_after
+            if limit is not None and tries >= limit:
+                log.warning("write to %s failed: %s; giving up", record.topic, error)
+                pending.abandoned = True
+                self.pending -= 1
+                self._abandoned.append((pending.input, error, tries + 1))
+                return
             delay = self._retries.later((pending, record), tries + 1, self._policy)
             log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, error, delay)
             return

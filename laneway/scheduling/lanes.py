@@ -9,8 +9,11 @@ A *lane* is the set of messages that must run one at a time, in offset order:
 
 :class:`LaneScheduler` queues messages by lane and hands out *runs*: up to
 ``max_run`` consecutive messages of one lane, claimed by one worker which runs them in
-order and then releases the lane. Claiming a run instead of a single message is what
-keeps the per-message cost low; a lane being claimed is what keeps its order.
+order and then releases the lane. For batch handlers it hands out *batches* instead
+(:meth:`LaneScheduler.claim_batch`): the heads of many ready lanes at once, each lane's
+part in offset order, every lane in it busy until the batch is done. Claiming a run
+instead of a single message is what keeps the per-message cost low; a lane being claimed
+is what keeps its order.
 
 The scheduler is not thread-safe: the thread engine guards it with a lock, the async
 engine uses it from its event loop only.
@@ -118,6 +121,53 @@ class LaneScheduler:
         self._busy.add(lane)
         self.queued -= len(run)
         return lane, run
+
+    def ready_messages(self, enough: int) -> int:
+        """Messages a claim could take now, counted up to ``enough`` (a batch's size)."""
+        if self._lane_of is None:
+            return min(len(self._unordered), enough)
+        count = 0
+        lanes = self._lanes
+        for lane in self._ready:
+            count += len(lanes[lane])
+            if count >= enough:
+                break
+        return count
+
+    def claim_batch(self, size: int) -> tuple[list[Hashable], list[Message]] | None:
+        """Claim up to ``size`` messages for one batch handler call, from as many ready
+        lanes as it takes (each lane's messages consecutive and in offset order); every
+        lane taken is busy until :meth:`release_all`. ``None`` if nothing can run now."""
+        if self._lane_of is None:
+            queue = self._unordered
+            if not queue:
+                return None
+            take = min(size, len(queue))
+            self.queued -= take
+            return [UNORDERED_LANE], [queue.popleft() for _ in range(take)]
+        if not self._ready:
+            return None
+        lanes: list[Hashable] = []
+        batch: list[Message] = []
+        ready, busy = self._ready, self._busy
+        while ready and len(batch) < size:
+            lane = ready.popleft()
+            queue = self._lanes[lane]
+            room = size - len(batch)
+            if len(queue) <= room:
+                batch.extend(queue)
+                queue.clear()
+            else:
+                batch.extend(queue.popleft() for _ in range(room))
+            busy.add(lane)
+            lanes.append(lane)
+        self.queued -= len(batch)
+        return lanes, batch
+
+    def release_all(self, lanes: list[Hashable]) -> None:
+        """The batch claimed for ``lanes`` is done."""
+        for lane in lanes:
+            self.release(lane)
 
     def release(self, lane: Hashable) -> None:
         """The run claimed for ``lane`` is done; the lane may run again."""

@@ -8,16 +8,19 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
 from laneway.options import WhenFull, choice, seconds, whole_number
+from laneway.producing.producer import OutgoingRecord
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 from laneway.sources.embedded_partition import PartitionLog
 from laneway.sources.embedded_producer import EmbeddedProducer
 from laneway.sources.embedded_source import EmbeddedSource
+from laneway.sources.embedded_transactions import EmbeddedTransaction
 from laneway.sources.partitioner import partition_for_key
 from laneway.sources.segment import LogDirectory, encode_log_start, encode_record
 from laneway.types import CommitPosition, Header, Message, PartitionId
@@ -165,7 +168,9 @@ class EmbeddedLog:
             raise ConfigError(f"value={value!r} is not valid; expected bytes or None")
         if key is not None and not isinstance(key, bytes):
             raise ConfigError(f"key={key!r} is not valid; expected bytes or None")
-        header_tuple = () if headers is None else _check_headers(headers)
+        header_tuple: tuple[Header, ...] = ()
+        if headers is not None and not (isinstance(headers, (list, tuple)) and not headers):
+            header_tuple = _check_headers(headers)  # the common empty list costs nothing
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
         elif isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
@@ -303,7 +308,38 @@ class EmbeddedLog:
                     raise UnknownTopicError(self._unknown(name))
             self._groups.subscribe_locked(names, group)
         member = Member(group, tuple(sorted(set(names))), timeout)
-        return EmbeddedSource(self._groups, member, lambda: EmbeddedProducer(self))
+        return EmbeddedSource(
+            self._groups, member, lambda: EmbeddedProducer(self), partial(self._transaction, member)
+        )
+
+    def _transaction(self, member: Member) -> EmbeddedTransaction:
+        if self._capacity is not None:
+            raise ConfigError(
+                "exactly_once=True needs an EmbeddedLog without capacity: a transaction "
+                "cannot wait for room while it holds the log"
+            )
+        return EmbeddedTransaction(partial(self._transact, member))
+
+    def _transact(
+        self,
+        member: Member,
+        positions: Mapping[PartitionId, CommitPosition],
+        records: Sequence[OutgoingRecord],
+    ) -> None:
+        """Append ``records`` and commit ``positions`` for ``member`` in one step: unknown
+        topics and partitions not owned are refused before anything changes."""
+        timestamp = time.time_ns() // 1_000_000
+        with self._lock:
+            parts = [self._route(r.topic, r.key, r.partition) for r in records]
+            saved = self._groups.commit_locked(member, positions)
+            for part, r in zip(parts, records, strict=True):
+                self._append(part, r.key, r.value, tuple(r.headers), timestamp, None)
+            for part in set(parts):
+                if part.file is not None:
+                    part.file.flush()
+            if self._groups.poll_waiters:
+                self._groups.data.notify_all()
+        self._groups.persist(member, saved)
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """The next offset of every partition of ``topic`` (Kafka's high watermarks)."""

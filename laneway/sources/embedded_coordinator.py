@@ -15,6 +15,21 @@ from laneway.types import CommitPosition, Message, PartitionId
 Events = tuple[list[PartitionId], list[PartitionId], dict[PartitionId, CommitPosition | None]]
 
 
+def check_positions(positions: Mapping[PartitionId, CommitPosition]) -> None:
+    """Raise SourceError for a position that is not a CommitPosition with offset >= 0."""
+    for pid, position in positions.items():
+        if (
+            not isinstance(position, CommitPosition)
+            or not isinstance(position.offset, int)
+            or position.offset < 0
+            or not isinstance(position.metadata, str)
+        ):
+            raise SourceError(
+                f"cannot commit {position!r} for {pid}: expected a CommitPosition with "
+                "offset >= 0 and str metadata"
+            )
+
+
 class GroupCoordinator:
     """Runs the consumer groups of an :class:`laneway.EmbeddedLog` under the log's lock.
 
@@ -163,32 +178,34 @@ class GroupCoordinator:
 
     def commit(self, member: Member, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """Store ``positions`` for the member's group; all must be owned by ``member``."""
-        for pid, position in positions.items():
-            if (
-                not isinstance(position, CommitPosition)
-                or not isinstance(position.offset, int)
-                or position.offset < 0
-                or not isinstance(position.metadata, str)
-            ):
-                raise SourceError(
-                    f"cannot commit {position!r} for {pid}: expected a CommitPosition with "
-                    "offset >= 0 and str metadata"
-                )
         with self._lock:
-            group = self._check_open(member)
-            fenced = sorted(pid for pid in positions if group.owner.get(pid) is not member)
-            if fenced:
-                raise SourceError(
-                    f"commit rejected for partitions not owned by this member of group "
-                    f"{member.group!r} (revoked, lost or never assigned): {fenced}"
-                )
-            commits = self._commits.setdefault(member.group, {})
-            commits.update(positions)
-            for topic, partition in positions:
-                self.refloor_locked(self._topics[topic][partition])
-            version = self._versions[member.group] = self._versions.get(member.group, 0) + 1
-            snapshot = dict(commits)
+            saved = self.commit_locked(member, positions)
+        self.persist(member, saved)
+
+    def commit_locked(
+        self, member: Member, positions: Mapping[PartitionId, CommitPosition]
+    ) -> tuple[dict[PartitionId, CommitPosition], int]:
+        """:meth:`commit` for a caller holding the lock (and doing more under it, as a
+        transaction does); returns what :meth:`persist` must write, after the lock."""
+        check_positions(positions)
+        group = self._check_open(member)
+        fenced = sorted(pid for pid in positions if group.owner.get(pid) is not member)
+        if fenced:
+            raise SourceError(
+                f"commit rejected for partitions not owned by this member of group "
+                f"{member.group!r} (revoked, lost or never assigned): {fenced}"
+            )
+        commits = self._commits.setdefault(member.group, {})
+        commits.update(positions)
+        for topic, partition in positions:
+            self.refloor_locked(self._topics[topic][partition])
+        version = self._versions[member.group] = self._versions.get(member.group, 0) + 1
+        return dict(commits), version
+
+    def persist(self, member: Member, saved: tuple[dict[PartitionId, CommitPosition], int]) -> None:
+        """Write a commit to the log directory (durable mode; the lock is not held)."""
         if self._directory is not None:
+            snapshot, version = saved
             try:
                 self._directory.save_commits(member.group, snapshot, version)
             except OSError as exc:

@@ -9,6 +9,7 @@ from laneway.errors import SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.options import seconds, whole_number
 from laneway.producing.producer import Producer
+from laneway.producing.transactions import Transaction
 from laneway.sources.base import RebalanceListener
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
@@ -40,9 +41,11 @@ class EmbeddedSource:
         coordinator: GroupCoordinator,
         member: Member,
         producer: Callable[[], Producer],
+        transaction: Callable[[], Transaction],
     ) -> None:
         self._coordinator = coordinator
         self._producer = producer
+        self._transaction = transaction
         self._member = member
         self._listener: RebalanceListener | None = None
         self._closed = False
@@ -58,6 +61,11 @@ class EmbeddedSource:
     def producer(self) -> Producer:
         """A new producer appending to the same log."""
         return self._producer()
+
+    def transaction(self) -> Transaction:
+        """A transaction for ``exactly_once=True``: records appended together with the
+        commit (see :class:`~laneway.sources.embedded_transactions.EmbeddedTransaction`)."""
+        return self._transaction()
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

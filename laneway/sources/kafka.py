@@ -21,6 +21,7 @@ from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_producer import KafkaProducer
+from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class KafkaSource:
     is a :class:`~laneway.errors.ConfigError`). Defaults the user may override:
     ``auto.offset.reset=earliest`` and ``partition.assignment.strategy=cooperative-sticky``
     (incremental rebalancing; see :mod:`laneway.sources.kafka_config` for why).
+    ``transactional_id`` names this member's transactional producer under
+    ``exactly_once=True`` (see :meth:`transaction`).
 
     Threading: every method must be called from one thread. The rebalance callbacks run on
     that thread too: librdkafka invokes them from inside ``consume()`` (so from
@@ -83,7 +86,16 @@ class KafkaSource:
         *,
         connect_timeout: float = 10.0,
         wait_for_topics: bool = False,
+        transactional_id: str | None = None,
     ) -> None:
+        if transactional_id is not None and (
+            not isinstance(transactional_id, str) or not transactional_id
+        ):
+            raise ConfigError(
+                f"transactional_id={transactional_id!r} is not valid; expected a non-empty "
+                "string naming this member's producer for exactly_once=True, or None"
+            )
+        self._transactional_id = transactional_id
         settings = build_settings(
             bootstrap_servers, group, topics, config, connect_timeout, wait_for_topics
         )
@@ -118,6 +130,16 @@ class KafkaSource:
     def producer(self) -> KafkaProducer:
         """A new idempotent producer into the same cluster (see :class:`KafkaProducer`)."""
         return KafkaProducer(self._connection, f"{self._name} producer")
+
+    def transaction(self) -> KafkaTransaction:
+        """A transactional producer for ``exactly_once=True`` (see
+        :mod:`laneway.sources.kafka_transactions`). Its ``transactional.id`` is the
+        ``transactional_id`` given, else ``laneway-<group>-<group.instance.id>``, else
+        ``laneway-<group>-<host>-<pid>``: give one that a restarted member reuses (a slot
+        number, a pod name) so that it fences its crashed predecessor at once."""
+        instance = self._settings.consumer_config.get("group.instance.id")
+        tid = self._transactional_id or transactional_id(self._settings.group, instance)
+        return KafkaTransaction(self._connection, self._consumer, tid, self._name)
 
     def progress(self, metadata_max_bytes: int) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -59,14 +60,7 @@ class KafkaProducer:
 
     def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
         try:
-            self._producer.produce(
-                record.topic,
-                value=record.value,
-                key=record.key,
-                headers=list(record.headers),
-                partition=UNASSIGNED if record.partition is None else record.partition,
-                on_delivery=partial(_delivered, done),
-            )
+            send(self._producer, record, partial(_delivered, done))
         except (KafkaException, BufferError) as error:
             self._deferred.append((done, f"{type(error).__name__}: {error}"))
 
@@ -114,6 +108,22 @@ class KafkaProducer:
             return {}
         entry = described.get("max.message.bytes")
         return {} if entry is None or entry.value is None else {"max.message.bytes": entry.value}
+
+
+def send(
+    producer: Producer,
+    record: OutgoingRecord,
+    on_delivery: Callable[[KafkaError | None, Message], None],
+) -> None:
+    """Queue ``record`` on a confluent-kafka ``producer`` (raises as ``produce`` does)."""
+    producer.produce(
+        record.topic,
+        value=record.value,
+        key=record.key,
+        headers=list(record.headers),
+        partition=UNASSIGNED if record.partition is None else record.partition,
+        on_delivery=on_delivery,
+    )
 
 
 def _delivered(done: Acknowledge, error: KafkaError | None, _record: Message) -> None:

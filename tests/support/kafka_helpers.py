@@ -255,3 +255,10 @@ def _as_record(message: Message) -> ReadRecord:
             (name, value.encode() if isinstance(value, str) else value) for name, value in pairs
         ],
     )
+
+
+def committed_to_end(bootstrap: str, group: str, topic: str, total: int) -> bool:
+    """Whether ``topic`` holds ``total`` records and ``group`` committed all of them."""
+    ends = end_offsets(bootstrap, topic)
+    committed = committed_offsets(bootstrap, group, topic)
+    return sum(ends.values()) == total and {p: o for p, (o, _) in committed.items()} == ends

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
+import laneway
 from laneway.types import Message
 
 RECORD_DIR = "LANEWAY_TEST_RECORD_DIR"
@@ -227,3 +228,16 @@ class AsyncSqliteWriter(SqliteWriter):
 
     async def __call__(self, message: Message) -> None:  # type: ignore[override]
         SqliteWriter.__call__(self, message)
+
+
+def echo_result(message: Message) -> laneway.Produce:
+    """One result into ``<topic>.out``: the input's value under the input's key."""
+    return laneway.Produce(f"{message.topic}.out", message.value, message.key)
+
+
+async def echo_result_async(message: Message) -> laneway.Produce:
+    return echo_result(message)
+
+
+def mixed_result(message: Message) -> list[object]:
+    return [echo_result(message), 1]

@@ -34,6 +34,10 @@ class LogTopic(Protocol):
 
     def read(self, topic: str, count: int) -> list[ReadBack]: ...
 
+    def create(self, topic: str, partitions: int) -> None:
+        """Create another topic in the same log."""
+        ...
+
 
 ReadBack = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 """A record read back from any topic of the log: key, value, headers."""
@@ -53,6 +57,9 @@ class EmbeddedTopic:
 
     def source(self, group: str) -> Source:
         return self.log.subscribe([self.name], group=group)
+
+    def create(self, topic: str, partitions: int) -> None:
+        self.log.create_topic(topic, partitions=partitions)
 
     def end_offsets(self) -> dict[int, int]:
         return self.log.end_offsets(self.name)
@@ -90,6 +97,9 @@ class KafkaTopic:
 
     def end_offsets(self) -> dict[int, int]:
         return kafka_helpers.end_offsets(self.bootstrap, self.name)
+
+    def create(self, topic: str, partitions: int) -> None:
+        kafka_helpers.create_topic(self.bootstrap, topic, partitions)
 
     def committed(self, group: str) -> dict[int, tuple[int, str]]:
         return kafka_helpers.committed_offsets(self.bootstrap, group, self.name)

@@ -1,0 +1,55 @@
+"""How finished work becomes durable: the progress and result writer for a guarantee.
+
+At-least-once (the default): the source's own :class:`~laneway.offsets.progress.Progress`
+commits offsets, and results are written through the source's producer and settle their
+inputs once acknowledged (:class:`~laneway.producing.results.AcknowledgedResults`).
+
+Exactly-once (``exactly_once=True``): the source's
+:class:`~laneway.producing.transactions.Transaction` carries both: results go into it
+(:class:`~laneway.producing.results.TransactionalResults`) and every commit is a
+transactional commit of the results with the offsets
+(:class:`~laneway.offsets.transactional_progress.TransactionalProgress`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from laneway.config import ConsumerConfig
+from laneway.dead_letters import TraceContext
+from laneway.errors import ConfigError
+from laneway.offsets.progress import Progress
+from laneway.offsets.transactional_progress import TransactionalProgress
+from laneway.producing.results import AcknowledgedResults, ResultWriter, TransactionalResults
+from laneway.producing.transactions import Transaction
+from laneway.sources.base import Source
+
+
+class TransactionalSource(Protocol):
+    """A source that can write and commit in one transaction (Kafka, the embedded log)."""
+
+    def transaction(self) -> Transaction:
+        """A new transactional writer into the source's log, for one consumer run."""
+
+
+def check_exactly_once(source: object, config: ConsumerConfig) -> None:
+    """Raise ConfigError when ``exactly_once=True`` asks for what ``source`` cannot do."""
+    if config.exactly_once and not callable(getattr(type(source), "transaction", None)):
+        raise ConfigError(
+            f"exactly_once=True is not valid with source={source!r}: it cannot write results "
+            "and commit offsets in one transaction (KafkaSource and EmbeddedLog.subscribe() "
+            "sources can)"
+        )
+
+
+def durability(
+    source: Source, config: ConsumerConfig, tracing: TraceContext | None
+) -> tuple[Progress, ResultWriter]:
+    """The progress and result writer for ``config.exactly_once``."""
+    if not config.exactly_once:
+        results = AcknowledgedResults(source.producer, config.retry, tracing)
+        return source.progress(config.metadata_max_bytes), results
+    transactional: TransactionalSource = source  # type: ignore[assignment]
+    transaction = transactional.transaction()
+    progress = TransactionalProgress(transaction, config.metadata_max_bytes)
+    return progress, TransactionalResults(transaction, tracing)

@@ -1,0 +1,150 @@
+"""Handler results on their way to the log: written, acknowledged, then their inputs settled.
+
+A handler that returns :class:`laneway.Produce` records hands them to the control plane
+with the messages they were returned for (a *result group*, see
+:data:`laneway.engines.base.ResultGroup`). A :class:`ResultWriter` writes every group and
+hands its messages back as finished only once the whole group is durable:
+
+* :class:`AcknowledgedResults` (the default, at-least-once): through the source's
+  :class:`~laneway.producing.producer.Producer`, each group settled once the log
+  acknowledged every record. A record whose write fails is written again after the retry
+  backoff, ``max_retries`` times, and then its group's messages fail with
+  ``ProduceError`` and take the dead-letter path (or ``on_failure``).
+* :class:`TransactionalResults` (``exactly_once=True``): into the source's open
+  transaction; the messages are settled at once, because the transaction that commits
+  their offsets is the one that makes their results visible (see
+  :mod:`laneway.producing.transactions`).
+
+Order: groups are written in the order engines reported them, and a lane's messages are
+reported in offset order, so results keyed like their input (same key, same partition)
+are written in input order. A write that failed and is written again may land after later
+results of its key (the idempotent producer keeps order among its own retries; laneway's
+retry after ``delivery.timeout.ms`` comes later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from laneway.dead_letters import TraceContext
+from laneway.engines.base import ResultGroup
+from laneway.producing.acknowledged import AcknowledgedWrites
+from laneway.producing.producer import OutgoingRecord, Producer
+from laneway.producing.transactions import Transaction
+from laneway.results import Produce
+from laneway.retry import RetryPolicy
+from laneway.types import Failure, Message
+
+PRODUCE_ERROR = "ProduceError"
+"""The error type of a message whose results could not be written."""
+ACKNOWLEDGEMENT_WAIT = 0.001
+"""Seconds the control loop waits at most in one turn while results await acknowledgement:
+acknowledgements are served once per turn (a producer calls back only when polled), and
+the inputs they finish hold buffer room and the commit point until then."""
+
+
+class ResultWriter(Protocol):
+    """Writes result groups; the control thread calls :meth:`poll` every loop turn."""
+
+    @property
+    def pending(self) -> int:
+        """Groups written and not settled yet."""
+
+    def write(self, groups: list[ResultGroup]) -> None:
+        """Write every record of ``groups``."""
+
+    def poll(self) -> tuple[list[Message], list[Failure]]:
+        """Messages whose results are durable, and messages whose results could not be
+        written (for the dead-letter path), since the last call."""
+
+    def close(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for writes in progress; release the producer."""
+
+
+def outgoing(
+    produce: Produce, inputs: list[Message], tracing: TraceContext | None
+) -> OutgoingRecord:
+    """The record to write for ``produce``; with tracing, its headers carry the trace of
+    the (first) input on."""
+    headers = () if produce.headers is None else produce.headers
+    if tracing is not None:
+        headers = tracing.dead_letter_headers(inputs[0], produce.topic, headers)
+    return OutgoingRecord(produce.topic, produce.value, produce.key, headers)
+
+
+class AcknowledgedResults:
+    """At-least-once results: a group's messages are finished once every record of it was
+    acknowledged by the log; failed writes retried ``policy.max_retries`` times with the
+    retry backoff, then the group's messages fail with ``ProduceError``.
+
+    A crash between the acknowledgement and the commit of the input's offset writes the
+    results again after the restart: readers may see a result twice, never miss one.
+    """
+
+    def __init__(
+        self,
+        producer: Callable[[], Producer],
+        policy: RetryPolicy,
+        tracing: TraceContext | None = None,
+    ) -> None:
+        self._writes: AcknowledgedWrites[list[Message]] = AcknowledgedWrites(
+            producer, policy, give_up_after=policy.max_retries
+        )
+        self._tracing = tracing
+
+    @property
+    def pending(self) -> int:
+        return self._writes.pending
+
+    def write(self, groups: list[ResultGroup]) -> None:
+        tracing = self._tracing
+        for messages, records in groups:
+            self._writes.write(messages, [outgoing(r, messages, tracing) for r in records])
+
+    def poll(self) -> tuple[list[Message], list[Failure]]:
+        settled: list[Message] = []
+        for messages in self._writes.poll():
+            settled.extend(messages)
+        failed = [
+            Failure(message, PRODUCE_ERROR, f"writing its results failed: {error}", tries)
+            for messages, error, tries in self._writes.abandoned()
+            for message in messages
+        ]
+        return settled, failed
+
+    def close(self, timeout: float) -> None:
+        self._writes.close(timeout)
+
+
+class TransactionalResults:
+    """Exactly-once results: records go into the source's open ``transaction`` and their
+    messages are settled at once; the transaction commits them together with the
+    offsets (see :class:`~laneway.offsets.transactional_progress.TransactionalProgress`).
+    A write the transaction refuses aborts it, which ends the consumer's run (it restarts
+    from the last commit)."""
+
+    def __init__(self, transaction: Transaction, tracing: TraceContext | None = None) -> None:
+        self._transaction = transaction
+        self._tracing = tracing
+        self._settled: list[Message] = []
+
+    @property
+    def pending(self) -> int:
+        return 0
+
+    def write(self, groups: list[ResultGroup]) -> None:
+        tracing, produce = self._tracing, self._transaction.produce
+        for messages, records in groups:
+            for record in records:
+                produce(outgoing(record, messages, tracing))
+            self._settled.extend(messages)
+
+    def poll(self) -> tuple[list[Message], list[Failure]]:
+        self._transaction.poll()
+        settled, self._settled = self._settled, []
+        return settled, []
+
+    def close(self, timeout: float) -> None:
+        """Release the transaction (after the last commit; anything still open aborts)."""
+        self._transaction.close()

@@ -1,0 +1,130 @@
+"""What a handler may return: :class:`Produce` results and, for batch handlers, :class:`Outcomes`.
+
+A handler returns ``None`` (nothing to write), a :class:`Produce` or a list of them (records
+the consumer writes to their topics; the input counts as finished only once every one is
+acknowledged, or, with ``exactly_once=True``, committed in the same transaction as the
+input's offset). A batch handler (``batch_size``) may instead return :class:`Outcomes`: one
+outcome per message of the batch, so that a handler that knows which items failed says so
+and only those are retried and dead-lettered. Any other return value is ignored.
+
+This module imports nothing outside the standard library: process-engine workers check
+return values with it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from laneway.types import Header
+
+Records = list["Produce"]
+"""The results of one handler call, in the order the handler gave them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    """A record a handler asks the consumer to write: ``topic``, ``value``, ``key``, ``headers``.
+
+    The key picks the partition with the log's default partitioner (murmur2, as Kafka), so
+    results keyed like their input keep the input's order per key. The target topic must
+    exist (missing topics are a failed write, retried and then dead-lettered).
+    """
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[Header] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not self.topic:
+            raise TypeError(f"Produce topic={self.topic!r} is not valid; expected a topic name")
+        for name in ("value", "key"):
+            data = getattr(self, name)
+            if data is not None and not isinstance(data, bytes):
+                raise TypeError(f"Produce {name}={data!r:.60} is not valid; expected bytes or None")
+        headers = self.headers
+        if headers is not None and (
+            isinstance(headers, (str, bytes))
+            or not all(
+                isinstance(h, tuple)
+                and len(h) == 2
+                and isinstance(h[0], str)
+                and (h[1] is None or isinstance(h[1], bytes))
+                for h in headers
+            )
+        ):
+            raise TypeError(
+                f"Produce headers={headers!r:.80} is not valid; expected (str, bytes | None) pairs"
+            )
+
+
+Outcome = None | Produce | Sequence[Produce] | BaseException
+"""One message's outcome in :class:`Outcomes`: done (``None``), done with results, or failed
+(the exception, as if the handler had raised it for that message alone)."""
+
+
+class Outcomes:
+    """A batch handler's per-message answer: ``Outcomes([outcome, ...])``, one outcome per
+    message of the batch, in the batch's order (see :data:`Outcome`).
+
+    Failed messages are retried as a smaller batch (with the consumer's retry backoff) and
+    then dead-lettered one by one; the others count as done with their results. Messages the
+    handler reported done are not run again, even when an earlier message of their key
+    failed: the handler chose to go on past it.
+    """
+
+    __slots__ = ("outcomes",)
+
+    def __init__(self, outcomes: Sequence[Outcome]) -> None:
+        if isinstance(outcomes, (str, bytes)) or not isinstance(outcomes, Sequence):
+            raise TypeError(f"Outcomes({outcomes!r:.60}) is not valid; expected a list")
+        self.outcomes = list(outcomes)
+
+    def __repr__(self) -> str:
+        return f"Outcomes({self.outcomes!r})"
+
+    def __reduce__(self) -> tuple[type[Outcomes], tuple[list[Outcome]]]:
+        return Outcomes, (self.outcomes,)
+
+
+def records_of(returned: object) -> Records:
+    """The results a handler's return value asks for (``[]`` when it asks for none).
+
+    A :class:`Produce` or a list (or tuple) of them are results; any other value is
+    ignored, as it always was (a handler may return whatever its own callers need), except
+    an awaitable (a sync handler that forgot an ``await``: nothing would run it) and a list
+    that mixes :class:`Produce` records with other values, which raise ``TypeError`` so the
+    attempt fails with a clear error instead of results going missing.
+    """
+    if returned is None:
+        return []
+    if isinstance(returned, Produce):
+        return [returned]
+    if isinstance(returned, (list, tuple)):
+        records = [r for r in returned if isinstance(r, Produce)]
+        if records and len(records) != len(returned):
+            raise TypeError(
+                f"the handler returned a list mixing laneway.Produce records with other "
+                f"values ({returned!r:.80}); return only Produce records, or none"
+            )
+        return records
+    refuse_awaitable(returned)
+    return []
+
+
+def refuse_awaitable(result: object) -> None:
+    """Raise ``TypeError`` when a sync handler returned an awaitable (say, it called an
+    ``async def`` function and forgot the ``await``): nothing would ever await it, so its
+    work would not run while the message counted as done. The coroutine is closed, so
+    Python does not also warn that it was never awaited."""
+    if result is None or not inspect.isawaitable(result):
+        return
+    if inspect.iscoroutine(result):
+        result.close()
+    raise TypeError(
+        f"the handler returned {type(result).__name__} {result!r:.80}, which this engine "
+        "never awaits, so its work did not run; make the handler 'async def' and use "
+        "engine='async', or await the call inside an async handler"
+    )

@@ -1,0 +1,61 @@
+"""A consume -> transform -> produce member the exactly-once chaos test starts and kills.
+
+Run as ``python tests/support/results_child.py '<json settings>'``. It reads ``topic`` on
+Kafka as a member of ``group`` and writes one result per input into ``out`` (same key, the
+input's value), with ``exactly_once`` as given and ``transactional_id`` naming its
+transactional producer (the slot it fills, so a restarted member fences its killed
+predecessor). SIGTERM stops it gracefully (exit 0); a run that ends with
+:class:`laneway.TransactionError` exits with :data:`TRANSACTION_FAILED`, and the harness
+starts it again, as a supervisor would.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import signal
+import sys
+from typing import Any
+
+from chaos_child import EarlyStop
+
+import laneway
+
+TRANSACTION_FAILED = 3
+
+
+def main(settings: dict[str, Any]) -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    early = EarlyStop()
+    out = settings["out"]
+
+    def transform(message: laneway.Message) -> laneway.Produce:
+        return laneway.Produce(out, message.value, message.key)
+
+    source = laneway.KafkaSource(
+        bootstrap_servers=settings["bootstrap"],
+        group=settings["group"],
+        topics=[settings["topic"]],
+        config={"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500},
+        transactional_id=settings["transactional_id"],
+    )
+    consumer = laneway.Consumer(
+        source,
+        transform,
+        engine="thread",
+        concurrency=8,
+        max_buffered=settings["max_buffered"],
+        commit_interval=settings["commit_interval"],
+        exactly_once=settings["exactly_once"],
+    )
+    early.attach(consumer)
+    try:
+        consumer.run()
+    except laneway.TransactionError as error:
+        print(f"results_child: {error}", file=sys.stderr)
+        return TRANSACTION_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))

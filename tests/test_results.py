@@ -1,0 +1,127 @@
+"""Handler results (``laneway.Produce``) written to a target topic, from every engine.
+
+What must hold (at-least-once, the default): every input's results reach the target topic,
+an input's offset is committed only once its results are acknowledged, results keyed like
+their input keep the input's order per key, and results that cannot be written are retried
+and then take the dead-letter path with the input.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import batch_recording
+import process_handlers
+import pytest
+import recording
+from chaos_harness import run_bounded
+from topics import EmbeddedTopic, KafkaTopic, LogTopic
+
+import laneway
+
+ENGINES = ("sync", "thread", "async", "process")
+GROUP = "results"
+
+
+@pytest.fixture(autouse=True)
+def record_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(recording.RECORD_DIR, str(tmp_path))
+    return tmp_path
+
+
+def run(topic: LogTopic, engine: str, handler: Any, count: int, **options: Any) -> Any:
+    consumer = laneway.Consumer(
+        topic.source(GROUP),
+        handler,
+        engine=engine,
+        concurrency=2 if engine == "process" else (None if engine == "sync" else 8),
+        handle_signals=False,
+        **options,
+    )
+    return run_bounded(consumer, count, limit=60.0)
+
+
+def check_output(topic: LogTopic, count: int) -> None:
+    """``count`` inputs ``(k, i)`` came out once each, in input order per key."""
+    out = topic.read(f"{topic.name}.out", count)
+    assert len(out) == count
+    by_key: dict[bytes | None, list[int]] = defaultdict(list)
+    for key, value, _ in out:
+        assert value is not None
+        by_key[key].append(int(value))
+    for key, values in by_key.items():
+        assert values == sorted(values), f"results of {key!r} out of order"
+    assert sorted(v for values in by_key.values() for v in values) == list(range(count))
+
+
+def inputs(count: int, keys: int = 20) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i % keys}".encode(), str(i).encode()) for i in range(count)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_writes_results_in_input_order_per_key(engine: str) -> None:
+    topic = EmbeddedTopic(partitions=4)
+    topic.create(f"{topic.name}.out", 4)
+    topic.produce(inputs(1_000))
+    handler = (
+        process_handlers.echo_result_async if engine == "async" else process_handlers.echo_result
+    )
+    stats = run(topic, engine, handler, 1_000)
+    assert (stats.processed, stats.failed) == (1_000, 0)
+    check_output(topic, 1_000)
+    assert topic.committed(GROUP) == {p: (end, "") for p, end in topic.end_offsets().items()}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_batch_handlers_write_results(engine: str) -> None:
+    topic = EmbeddedTopic(partitions=4)
+    topic.create(f"{topic.name}.out", 4)
+    topic.produce(inputs(1_000))
+    name = "produce_results" + ("_async" if engine == "async" else "")
+    stats = run(topic, engine, getattr(batch_recording, name), 1_000, batch_size=64)
+    assert (stats.processed, stats.failed) == (1_000, 0)
+    check_output(topic, 1_000)
+
+
+def test_results_that_cannot_be_written_are_retried_then_dead_lettered() -> None:
+    """No topic ``orders.out``: every write fails, is retried max_retries times, and the
+    input goes to dead letters with a ProduceError; its offset is then committed."""
+    topic = EmbeddedTopic(partitions=2)
+    topic.produce(inputs(10))
+    stats = run(
+        topic, "thread", process_handlers.echo_result, 10, max_retries=2, retry_backoff=0.01
+    )
+    assert (stats.processed, stats.failed, stats.dead_lettered) == (0, 10, 10)
+    letters = [dict(headers) for _, _, headers in topic.read("orders.dlq", 10)]
+    assert {named["laneway.error.type"] for named in letters} == {b"ProduceError"}
+    assert {named["laneway.attempts"] for named in letters} == {b"3"}
+    assert b"orders.out" in letters[0]["laneway.error.message"]
+    assert topic.committed(GROUP) == {p: (end, "") for p, end in topic.end_offsets().items()}
+
+
+def test_a_handler_returning_produce_mixed_with_other_values_fails() -> None:
+    topic = EmbeddedTopic(partitions=1)
+    topic.produce(inputs(3))
+    stats = run(topic, "sync", process_handlers.mixed_result, 3, max_retries=0)
+    assert (stats.processed, stats.failed) == (0, 3)
+    [named, *_] = [dict(headers) for _, _, headers in topic.read("orders.dlq", 3)]
+    assert b"mixing laneway.Produce records with other values" in named["laneway.error.message"]
+
+
+def test_produce_checks_its_arguments() -> None:
+    with pytest.raises(TypeError, match="value='text'"):
+        laneway.Produce("out", "text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="headers"):
+        laneway.Produce("out", b"v", headers=[("h", "v")])  # type: ignore[list-item]
+
+
+@pytest.mark.kafka
+def test_results_on_kafka(kafka_bootstrap: str) -> None:
+    topic = KafkaTopic(kafka_bootstrap, partitions=4)
+    topic.create(f"{topic.name}.out", 4)
+    topic.produce(inputs(2_000))
+    stats = run(topic, "async", process_handlers.echo_result_async, 2_000)
+    assert (stats.processed, stats.failed) == (2_000, 0)
+    check_output(topic, 2_000)
