@@ -47,11 +47,25 @@ class Backpressure:
     and :class:`~laneway.scheduling.fair_share.FairShare` pauses partitions that hold more
     than that while the buffer fills, so the keys of every partition get work.
 
+    A source that cannot pause (a Kafka share group, whose partitions are shared by every
+    member) is simply not polled while the buffer is full, nor while its
+    :class:`~laneway.offsets.progress.Progress` is :meth:`awaiting` acknowledgements
+    before the next fetch; no partition is paused and nothing is balanced per partition.
+    Such a source must keep its group membership without being polled for that long (see
+    :class:`~laneway.sources.kafka_share.KafkaShareSource`).
+
     Tuning is through ``max_buffered`` and ``poll_batch_size``.
     """
 
-    def __init__(self, source: PartitionControl, max_buffered: int, poll_batch_size: int) -> None:
+    def __init__(
+        self,
+        source: PartitionControl,
+        max_buffered: int,
+        poll_batch_size: int,
+        pauses: bool = True,
+    ) -> None:
         self._source = source
+        self._pauses = pauses
         self._max_buffered = max_buffered
         self._poll_batch_size = poll_batch_size
         self._low_water = max_buffered // 2
@@ -63,9 +77,16 @@ class Backpressure:
 
     def next_turn(self, progress: Progress, now: float) -> Turn:
         """Decide the rest of this loop turn from what is buffered now."""
+        awaiting = progress.awaiting(now)
+        if awaiting:
+            # Until the source may be polled again: wait for the messages it waits for
+            # (at most BUSY_POLL_TIMEOUT, so timed work and stop() are seen).
+            return Turn(BUSY_POLL_TIMEOUT, awaiting, 0, 0.0)
         buffered = progress.buffered
-        owned = progress.partitions
         room = self._max_buffered - buffered
+        if not self._pauses:
+            return self._turn_without_pausing(buffered, room)
+        owned = progress.partitions
         self._fair.balance(owned, room, self.paused)
         if self.paused and buffered <= self._low_water:
             self._set_paused(False, owned)
@@ -79,6 +100,13 @@ class Backpressure:
         if self.paused:
             return Turn(IDLE_POLL_TIMEOUT, 1, max(room, 1), 0.0)
         most = min(room, self._poll_batch_size, self._fair.poll_limit(len(owned)))
+        return Turn(0.0, 0, most, BUSY_POLL_TIMEOUT if buffered else IDLE_POLL_TIMEOUT)
+
+    def _turn_without_pausing(self, buffered: int, room: int) -> Turn:
+        """Poll while the buffer has room for a worthwhile batch, else wait for room."""
+        if room < self._worth_a_poll:
+            return Turn(BUSY_POLL_TIMEOUT, self._worth_a_poll - max(0, room), 0, 0.0)
+        most = min(room, self._poll_batch_size)
         return Turn(0.0, 0, most, BUSY_POLL_TIMEOUT if buffered else IDLE_POLL_TIMEOUT)
 
     def arrived(self, now: float) -> None:

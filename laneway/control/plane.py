@@ -58,9 +58,11 @@ class ControlPlane:
         self._config = config
         self._stop = stop
         self.completions = Completions()
-        self._progress = source.progress(config.metadata_max_bytes)
+        self._progress = source.progress(config)
         self._router = DeadLetterRouter(source, config, tracing)
-        self._backpressure = Backpressure(source, config.max_buffered, config.poll_batch_size)
+        self._backpressure = Backpressure(
+            source, config.max_buffered, config.poll_batch_size, source.capabilities.pauses
+        )
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
         self._stalls = StallWatch(engine, config.stall_timeout, config.on_stall)
@@ -152,7 +154,8 @@ class ControlPlane:
             # source (whose poll would sit out its timeout after the last message
             # finished), and poll without waiting only to serve group events.
             at_least = self._stopping.left_to_handle(tally.handled)
-            if not self.completions.wait(BUSY_POLL_TIMEOUT, at_least):
+            serve = self._source.capabilities.events_in_poll
+            if not self.completions.wait(BUSY_POLL_TIMEOUT, at_least) and serve:
                 self._accept(self._source.poll(1, 0.0))
             return
         turn = self._backpressure.next_turn(progress, now)
@@ -180,21 +183,21 @@ class ControlPlane:
 
     def _collect(self) -> None:
         finished, failed, durations, retries = self.completions.take_all()
+        reported = bool(failed)
+        failed = self._progress.failed(failed)
         if failed:
             opened = self._router.route(failed)
             if opened:
                 self._divert_queued(opened)
         settled = self._router.poll()
-        if not finished and not settled:
+        if not finished and not settled and not reported:
             return
         now = time.monotonic()
         self._tally.finished(finished, settled, now, durations)
         if retries:
             self._tally.retried(retries)
-        if settled:
-            finished.extend(settled)
-        self._backpressure.finished(len(finished), now)
-        released = self._progress.settle(finished)
+        self._backpressure.finished(len(finished) + len(settled), now)
+        released = self._progress.settle(finished, settled)
         if released:
             self._submit(released)
 
