@@ -1,6 +1,7 @@
 """laneway: parallel, ordered processing of messages from partitioned logs.
 
-Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`Consumer`,
+Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`KafkaShareSource`,
+:class:`Consumer`,
 :class:`Message`, :class:`ConsumerStats`, and the errors in :mod:`laneway.errors`.
 
 Names are imported on first use, so a process-engine worker that only needs
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     )
     from laneway.sources.embedded import EmbeddedLog
     from laneway.sources.kafka import KafkaSource
+    from laneway.sources.kafka_share import KafkaShareSource
     from laneway.stats import ConsumerStats
     from laneway.types import Failure, Message
 
@@ -36,6 +38,7 @@ _EXPORTS = {
     "EmbeddedLog": "laneway.sources.embedded",
     "Failure": "laneway.types",
     "HandlerImportError": "laneway.errors",
+    "KafkaShareSource": "laneway.sources.kafka_share",
     "KafkaSource": "laneway.sources.kafka",
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
@@ -51,6 +54,7 @@ __all__ = [
     "EmbeddedLog",
     "Failure",
     "HandlerImportError",
+    "KafkaShareSource",
     "KafkaSource",
     "LanewayError",
     "LogFullError",
