@@ -1,8 +1,8 @@
 """laneway: parallel, ordered processing of messages from partitioned logs.
 
-Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`Consumer`,
-:class:`Message`, :class:`ConsumerStats`, what handlers may return (:class:`Produce`,
-:class:`Outcomes`), and the errors in :mod:`laneway.errors`.
+Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`KafkaShareSource`,
+:class:`Consumer`, :class:`Message`, :class:`ConsumerStats`, what handlers may return
+(:class:`Produce`, :class:`Outcomes`), and the errors in :mod:`laneway.errors`.
 
 Names are imported on first use, so a process-engine worker that only needs
 :mod:`laneway.types` does not load confluent-kafka or the control plane.
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from laneway.results import Outcomes, Produce
     from laneway.sources.embedded import EmbeddedLog
     from laneway.sources.kafka import KafkaSource
+    from laneway.sources.kafka_share import KafkaShareSource
     from laneway.stats import ConsumerStats
     from laneway.types import Failure, Message
 
@@ -39,6 +40,7 @@ _EXPORTS = {
     "EmbeddedLog": "laneway.sources.embedded",
     "Failure": "laneway.types",
     "HandlerImportError": "laneway.errors",
+    "KafkaShareSource": "laneway.sources.kafka_share",
     "KafkaSource": "laneway.sources.kafka",
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
@@ -57,6 +59,7 @@ __all__ = [
     "EmbeddedLog",
     "Failure",
     "HandlerImportError",
+    "KafkaShareSource",
     "KafkaSource",
     "LanewayError",
     "LogFullError",

@@ -30,6 +30,7 @@ from laneway.health import Health
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.sources.base import Source
+from laneway.sources.capabilities import check_source, engine_config
 from laneway.stats import ConsumerStats
 from laneway.types import AsyncHandler, Handler, SyncHandler
 
@@ -43,7 +44,8 @@ class Consumer:
     """Runs ``handler`` on every message of ``source``, in parallel, in order per lane.
 
     ``engine`` picks where handlers run (``sync``, ``thread``, ``async``, ``process``);
-    ``ordering`` what must stay in order (``key``, ``partition``, ``unordered``);
+    ``ordering`` what must stay in order (``key``, ``partition``, ``unordered``; a
+    source may allow fewer: a share group only ``unordered``);
     ``concurrency`` how many handlers run at once; ``max_buffered`` how many fetched
     messages may wait unfinished before the source is paused. Every option, its default
     and its tuning advice: :class:`laneway.config.ConsumerConfig`.
@@ -110,12 +112,7 @@ class Consumer:
         **options: Any,
     ) -> None:
         self.config = ConsumerConfig.from_options(options)
-        for method in ("open", "poll", "progress", "pause", "resume", "close"):
-            if not callable(getattr(type(source), method, None)):
-                raise ConfigError(
-                    f"source={source!r} is not valid; expected an EmbeddedLog.subscribe(...) "
-                    f"source or a KafkaSource (missing {method}())"
-                )
+        self._capabilities = check_source(source, self.config)
         check_handler(handler, self.config.engine)
         check_exactly_once(source, self.config)
         self._source = source
@@ -211,7 +208,8 @@ class Consumer:
         self._state = "starting"
         tracing = start_tracing(self.config.tracing, self._source)
         hooks = [] if tracing is None else [tracing.hook]
-        engine = build_engine(self.config, self._handler, self._stop, loop, hooks)
+        config = engine_config(self.config, self._capabilities)
+        engine = build_engine(config, self._handler, self._stop, loop, hooks)
         plane = ControlPlane(self._source, engine, self.config, self._stop, tracing)
         try:
             engine.start(plane.completions)

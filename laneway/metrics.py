@@ -45,6 +45,11 @@ class Metric(str, enum.Enum):
     OLDEST_UNFINISHED = "laneway_oldest_unfinished_seconds"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
+    ACKNOWLEDGEMENTS = "laneway_acknowledgements_total"
+    ACKNOWLEDGE_ERRORS = "laneway_acknowledge_errors_total"
+    REDELIVERIES = "laneway_redeliveries_total"
+    CRASH_SUSPECTS = "laneway_crash_suspects_total"
+    OLDEST_ACQUIRED = "laneway_oldest_acquired_seconds"
 
 
 LATENCY_BUCKETS = (
@@ -119,7 +124,10 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         MetricKind.GAUGE, "partitions", (), "Owned partitions paused for backpressure."
     ),
     Metric.COMMITTED_OFFSET: MetricDefinition(
-        MetricKind.GAUGE, "offset", _PARTITION, "The last committed offset (next to read)."
+        MetricKind.GAUGE,
+        "offset",
+        _PARTITION,
+        "The last committed offset (next to read); not for share groups, which commit none.",
     ),
     Metric.CONSUMER_LAG: MetricDefinition(
         MetricKind.GAUGE,
@@ -141,6 +149,41 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
     ),
     Metric.WORKER_RESTARTS: MetricDefinition(
         MetricKind.COUNTER, "workers", (), "Process-engine workers replaced after they died."
+    ),
+    Metric.ACKNOWLEDGEMENTS: MetricDefinition(
+        MetricKind.COUNTER,
+        "records",
+        ("topic", "type"),
+        "Share group: records acknowledged, by type: accept (done), release (given back "
+        "for a retry or unstarted at a stop), reject (after dead letters).",
+    ),
+    Metric.ACKNOWLEDGE_ERRORS: MetricDefinition(
+        MetricKind.COUNTER,
+        "records",
+        _TOPIC,
+        "Share group: acknowledgements the broker refused (the record lock had expired, so "
+        "the record is delivered again).",
+    ),
+    Metric.REDELIVERIES: MetricDefinition(
+        MetricKind.COUNTER,
+        "records",
+        _TOPIC,
+        "Share group: records fetched with a delivery_count above 1 (released, lock "
+        "expired, or a member left or died while holding them).",
+    ),
+    Metric.CRASH_SUSPECTS: MetricDefinition(
+        MetricKind.COUNTER,
+        "records",
+        _TOPIC,
+        "Share group: records that were in flight when a member process died, fetched "
+        "again and run alone (see KafkaShareSource crash_journal).",
+    ),
+    Metric.OLDEST_ACQUIRED: MetricDefinition(
+        MetricKind.GAUGE,
+        "seconds",
+        (),
+        "Share group: age of the oldest record this member holds unacknowledged; the "
+        "broker delivers it again when it passes the record lock duration.",
     ),
 }
 

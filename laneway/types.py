@@ -28,6 +28,11 @@ class Message(NamedTuple):
     Attributes follow Kafka's record: ``topic``, ``partition``, ``offset``, ``key`` and
     ``value`` (bytes or ``None``), ``headers`` (a sequence of ``(name, bytes | None)``)
     and ``timestamp`` (milliseconds since the epoch, as the producer or log set it).
+    ``delivery_count`` is how many times the log has handed this record out, this time
+    included (1 on the first delivery), for sources that count deliveries: a Kafka share
+    group (:class:`~laneway.sources.kafka_share.KafkaShareSource`). It is ``None`` for
+    sources that do not (a consumer group, the embedded log), where a replay after a crash
+    looks like a first delivery.
 
     A message is an immutable named tuple: creating one is a single C call, reading an
     attribute is as fast as Python gets, and it pickles as a plain tuple — all of which
@@ -41,11 +46,14 @@ class Message(NamedTuple):
     value: bytes | None
     headers: Sequence[Header] = ()
     timestamp: int = 0
+    delivery_count: int | None = None
 
     def __repr__(self) -> str:
         return (
             f"Message(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
-            f"key={self.key!r}, value={_short(self.value)}, timestamp={self.timestamp})"
+            f"key={self.key!r}, value={_short(self.value)}, timestamp={self.timestamp}"
+            + ("" if self.delivery_count is None else f", delivery_count={self.delivery_count}")
+            + ")"
         )
 
 

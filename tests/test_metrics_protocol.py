@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
 import pytest
+from metrics_recorder import Recorder
 from topics import SOURCES, LogTopic
 
 import laneway
 from laneway.metrics import DEFINITIONS, Distribution, Metric, MetricKind, table
 from laneway.types import Message
-
-
-class Recorder:
-    """A Metrics backend that keeps every call."""
-
-    def __init__(self) -> None:
-        self.counters: dict[tuple[Metric, tuple[str, ...]], float] = defaultdict(float)
-        self.gauges: dict[tuple[Metric, tuple[str, ...]], float] = {}
-        self.observed: dict[tuple[Metric, tuple[str, ...]], list[Distribution]] = defaultdict(list)
-
-    def increment(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
-        assert DEFINITIONS[metric].kind is MetricKind.COUNTER
-        assert len(labels) == len(DEFINITIONS[metric].labels)
-        self.counters[(metric, labels)] += value
-
-    def gauge(self, metric: Metric, value: float, labels: tuple[str, ...] = ()) -> None:
-        assert DEFINITIONS[metric].kind is MetricKind.GAUGE
-        assert len(labels) == len(DEFINITIONS[metric].labels)
-        self.gauges[(metric, labels)] = value
-
-    def observe(self, metric: Metric, batch: Distribution, labels: tuple[str, ...] = ()) -> None:
-        assert DEFINITIONS[metric].kind is MetricKind.HISTOGRAM
-        assert len(batch.cumulative) == len(DEFINITIONS[metric].buckets)
-        self.observed[(metric, labels)].append(batch)
 
 
 def test_every_metric_is_defined_once_with_help_and_in_the_table() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from source_contract import OffsetSourceContract
+from source_contract import OffsetSourceContract, SourceContract
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
@@ -34,3 +34,26 @@ class TestKafkaSource(OffsetSourceContract):
         assert isinstance(topic, KafkaTopic)
         settings = {**FAST_GROUP, "enable.partition.eof": True}
         return laneway.KafkaSource(topic.bootstrap, group, [topic.name], settings)
+
+
+@pytest.mark.kafka
+class TestKafkaShareSource(SourceContract):
+    """The contract's common part (see ``support/source_contract.py`` for what a share group
+    leaves out); each poll is settled through the source's Progress, as the consumer does."""
+
+    SETTLES_POLLS = True
+    ASSIGNS_PARTITIONS = False
+
+    @pytest.fixture
+    def new_topic(self, kafka_bootstrap: str) -> Callable[[int], LogTopic]:
+        return lambda partitions: KafkaTopic(kafka_bootstrap, partitions)
+
+    def source(self, topic: LogTopic, group: str) -> Source:
+        assert isinstance(topic, KafkaTopic)
+        return laneway.KafkaShareSource(
+            topic.bootstrap,
+            f"{group}-{topic.name}",
+            [topic.name],
+            group_config={"share.heartbeat.interval.ms": 500},
+            crash_journal=False,
+        )

@@ -67,6 +67,13 @@ class Backpressure:
     (:class:`PrefetchControl`, e.g. Kafka) is told its share: ``max_buffered_bytes //``
     :data:`PREFETCH_SHARE`, so the whole process stays bounded.
 
+    A source that cannot pause (a Kafka share group, whose partitions are shared by every
+    member) is simply not polled while the buffer is full, nor while its
+    :class:`~laneway.offsets.progress.Progress` is :meth:`awaiting` acknowledgements
+    before the next fetch; no partition is paused and nothing is balanced per partition.
+    Such a source must keep its group membership without being polled for that long (see
+    :class:`~laneway.sources.kafka_share.KafkaShareSource`).
+
     Tuning is through ``max_buffered``, ``max_buffered_bytes`` and ``poll_batch_size``.
     """
 
@@ -76,8 +83,10 @@ class Backpressure:
         max_buffered: int,
         poll_batch_size: int,
         max_buffered_bytes: int,
+        pauses: bool = True,
     ) -> None:
         self._source = source
+        self._pauses = pauses
         self._max_buffered = max_buffered
         self._max_bytes = max_buffered_bytes
         self._poll_batch_size = poll_batch_size
@@ -93,10 +102,13 @@ class Backpressure:
 
     def next_turn(self, progress: Progress, now: float) -> Turn:
         """Decide the rest of this loop turn from what is buffered now."""
+        awaiting = progress.awaiting(now)
+        if awaiting:
+            # Until the source may be polled again: wait for the messages it waits for
+            # (at most BUSY_POLL_TIMEOUT, so timed work and stop() are seen).
+            return Turn(BUSY_POLL_TIMEOUT, awaiting, 0, 0.0)
         buffered = progress.buffered
-        owned = progress.partitions
         room = self._max_buffered - buffered
-        self._fair.balance(owned, room, self.paused)
         worth = self._worth_a_poll
         largest = progress.largest_message
         if largest:
@@ -104,6 +116,10 @@ class Backpressure:
             worth = max(1, min(worth, self._max_bytes // 16 // largest))
         if not buffered:
             room = max(room, 1)  # one message always, however large: never stall
+        if not self._pauses:
+            return self._turn_without_pausing(buffered, room, worth)
+        owned = progress.partitions
+        self._fair.balance(owned, room, self.paused)
         if self.paused and (
             buffered <= self._low_water and progress.buffered_bytes <= self._max_bytes // 2
         ):
@@ -120,6 +136,13 @@ class Backpressure:
         most = min(room, self._poll_batch_size, self._fair.poll_limit(len(owned)))
         if not self._weighed:
             most = 1  # nothing fetched yet: one message tells what messages weigh
+        return Turn(0.0, 0, most, BUSY_POLL_TIMEOUT if buffered else IDLE_POLL_TIMEOUT)
+
+    def _turn_without_pausing(self, buffered: int, room: int, worth: int) -> Turn:
+        """Poll while the buffer has room for a worthwhile batch, else wait for room."""
+        if room < worth:
+            return Turn(BUSY_POLL_TIMEOUT, worth - max(0, room), 0, 0.0)
+        most = min(room, self._poll_batch_size)
         return Turn(0.0, 0, most, BUSY_POLL_TIMEOUT if buffered else IDLE_POLL_TIMEOUT)
 
     def arrived(self, now: float) -> None:

@@ -48,7 +48,7 @@ def durability(
     """The progress and result writer for ``config.exactly_once``."""
     if not config.exactly_once:
         results = AcknowledgedResults(source.producer, config.retry, tracing)
-        return source.progress(config.metadata_max_bytes), results
+        return source.progress(config), results
     transactional: TransactionalSource = source  # type: ignore[assignment]
     transaction = transactional.transaction()
     progress = TransactionalProgress(transaction, config.metadata_max_bytes)

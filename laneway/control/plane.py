@@ -65,7 +65,11 @@ class ControlPlane:
         self._progress, self._results = durability(source, config, tracing)
         self._router = DeadLetterRouter(source, config, tracing)
         self._backpressure = Backpressure(
-            source, config.max_buffered, config.poll_batch_size, config.max_buffered_bytes
+            source,
+            config.max_buffered,
+            config.poll_batch_size,
+            config.max_buffered_bytes,
+            source.capabilities.pauses,
         )
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
@@ -176,7 +180,8 @@ class ControlPlane:
             # source (whose poll would sit out its timeout after the last message
             # finished), and poll without waiting only to serve group events.
             at_least = self._stopping.left_to_handle(tally.handled)
-            if not self.completions.wait(cap, at_least):
+            serve = self._source.capabilities.events_in_poll
+            if not self.completions.wait(cap, at_least) and serve:
                 self._accept(self._source.poll(1, 0.0))
             return
         turn = self._backpressure.next_turn(progress, now)
@@ -211,21 +216,21 @@ class ControlPlane:
         written, unwritten = self._results.poll()
         if unwritten:
             failed.extend(unwritten)
+        reported = bool(failed)
+        failed = self._progress.failed(failed)
         if failed:
             opened = self._router.route(failed)
             if opened:
                 self._divert_queued(opened)
         settled = self._router.poll()
-        if not finished and not settled and not written:
+        if not finished and not settled and not written and not reported:
             return
         now = time.monotonic()
         if written:
             finished.extend(written)  # after the timed ones: durations cover a prefix
         self._tally.finished(finished, settled, now, durations)
-        if settled:
-            finished.extend(settled)
-        self._backpressure.finished(len(finished), now)
-        released = self._progress.settle(finished)
+        self._backpressure.finished(len(finished) + len(settled), now)
+        released = self._progress.settle(finished, settled)
         if released:
             self._submit(released)
 

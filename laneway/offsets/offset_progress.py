@@ -9,7 +9,7 @@ from operator import attrgetter
 
 from laneway.offsets.partition import OwnedPartition
 from laneway.offsets.progress import OffsetCommitter
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 _partition_of = attrgetter("topic", "partition")
 
@@ -123,7 +123,17 @@ class OffsetProgress:
                 self._buffered -= count
                 self._buffered_bytes -= partition.unbuffer(count)
 
-    def settle(self, messages: list[Message]) -> list[Message]:
+    def failed(self, failures: list[Failure]) -> list[Failure]:
+        """Engines retried in place already: every failure is given up."""
+        return failures
+
+    def awaiting(self, now: float) -> int:
+        """A partitioned log can always be polled (backpressure pauses partitions instead)."""
+        return 0
+
+    def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
+        """Finished and given-up messages alike move their partition's commit point."""
+        messages = finished + given_up if given_up else finished
         owned = self._owned
         released: list[Message] = []
         for pid, offsets in _offsets_by_partition(messages).items():

@@ -10,8 +10,10 @@ time. The source supplies the Progress that fits it (``Source.progress()``):
   the first unfinished offset and carries finished offsets beyond it in the metadata
   (:mod:`laneway.offsets.codec`) through the source's :class:`OffsetCommitter`
   capability;
-* a source that acknowledges records one by one (a Kafka share group) supplies its own,
-  without a change to the control loop.
+* a source that acknowledges records one by one (a Kafka share group) supplies
+  :class:`~laneway.offsets.share_progress.ShareProgress`, which accepts, releases or
+  rejects each record, retries failures by redelivery (:meth:`Progress.failed`) and holds
+  fetching back until a poll's records are all acknowledged (:meth:`Progress.awaiting`).
 
 Every method runs on the consumer's control thread.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Protocol
 
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 
 class PartitionLoad(Protocol):
@@ -43,10 +45,11 @@ class Progress(Protocol):
     """Follows every fetched message of a consumer until its completion is durable.
 
     Life of a message: :meth:`accept` (fetched: dispatch it now, hold it back, or skip it
-    as already done), then either :meth:`settle` (finished, or failed and dead-lettered)
-    or :meth:`unstarted` (an engine gave it back without running it); :meth:`commit`
-    makes what is settled durable. Partition ownership comes and goes through
-    :meth:`assign` and :meth:`give_up`; completions for a partition given up are
+    as already done), then either :meth:`settle` (finished, or failed and dead-lettered),
+    :meth:`failed` (failed, and maybe retried the progress's own way) or :meth:`unstarted`
+    (an engine gave it back without running it); :meth:`commit` makes what is settled
+    durable. Partition ownership comes and goes through :meth:`assign` and
+    :meth:`give_up`; completions for a partition given up are
     *fenced*: counted, never made durable.
     """
 
@@ -80,9 +83,24 @@ class Progress(Protocol):
     def unstarted(self, messages: list[Message]) -> None:
         """Dispatched messages an engine gave back without running them."""
 
-    def settle(self, messages: list[Message]) -> list[Message]:
-        """Messages done with (finished, or failed and dead-lettered); return held-back
-        messages that may be dispatched now."""
+    def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
+        """Messages done with: ``finished`` by their handler, ``given_up`` after their last
+        attempt (dead-lettered, handed to ``on_failure``, or dropped). Return held-back
+        messages that may be dispatched now. Also called, with whatever is settled, after
+        :meth:`failed` took failures, which may have freed held-back work."""
+
+    def failed(self, failures: list[Failure]) -> list[Failure]:
+        """Messages whose last attempt in the engine failed (called every loop turn, the
+        list often empty): return those to give up on now; they go to dead letters, then
+        :meth:`settle`. A progress may keep some to retry its own way (a share group
+        releases them for redelivery) and add messages it gave up on without running them
+        (a share group's crash-loop records); offset progress returns ``failures``, since
+        engines retry in place."""
+
+    def awaiting(self, now: float) -> int:
+        """How many fetched messages must be settled before the source may be polled again
+        (0: poll away). Called once per loop turn, so it also does the progress's timed
+        work (a share group releases records whose retry backoff is over)."""
 
     def running(self, partitions: Collection[PartitionId]) -> int:
         """How many dispatched messages of ``partitions`` are not settled yet."""

@@ -16,14 +16,15 @@ from laneway.errors import ConfigError, LanewayError, SourceError, UnknownTopicE
 from laneway.service import exits
 from laneway.service.handler_ref import load_handler
 from laneway.service.logs import configure
-from laneway.service.member import open_source, run_member
+from laneway.service.member import consumer_options, open_source, run_member
 from laneway.service.settings import MEMBER_VARIABLE, Resolved, all_specs, resolve
 from laneway.service.supervisor import Supervisor, member_command
 
 log = logging.getLogger("laneway.service")
 
 HELP = f"""Run HANDLER (MODULE:ATTR, imported like uvicorn's app) on every message of a Kafka
-consumer group or a durable embedded log, until SIGTERM/SIGINT (drain, commit, exit 0).
+consumer group (--share: a share group) or a durable embedded log, until SIGTERM/SIGINT
+(drain, commit, exit 0).
 
 \b
 Every setting is a flag, a LANEWAY_<NAME> environment variable (e.g.
@@ -116,7 +117,7 @@ def _check(settings: Resolved) -> None:
     handler = load_handler(settings["handler"])
     source, embedded = open_source(settings, member=0)
     try:
-        Consumer(source, handler, **settings.consumer_options)
+        Consumer(source, handler, **consumer_options(settings))
     finally:
         source.close()
         if embedded is not None:

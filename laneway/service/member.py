@@ -8,16 +8,19 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from laneway.consumer import Consumer
 from laneway.errors import ConfigError
 from laneway.metrics import Metrics
+from laneway.options import Ordering
 from laneway.service.handler_ref import load_handler
 from laneway.service.health_server import HealthServer
 from laneway.service.settings import Resolved
 from laneway.sources.base import Source
 from laneway.sources.embedded import EmbeddedLog
 from laneway.sources.kafka import KafkaSource
+from laneway.sources.kafka_share import KafkaShareSource
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +45,23 @@ def open_source(settings: Resolved, member: int | None) -> tuple[Source, Embedde
         raise ConfigError("no consumer group: give --group NAME")
     if not settings["topics"]:
         raise ConfigError("no topic: give --topic NAME (repeat it for several)")
+    if settings["share"] and not servers:
+        raise ConfigError("share needs Kafka: give --bootstrap-servers HOST:PORT")
     if servers:
         kafka = dict(settings.kafka)
         if member is not None:
             kafka.setdefault("client.id", f"laneway-member-{member}")
+        if settings["share"]:
+            share = KafkaShareSource(
+                servers,
+                settings["group"],
+                list(settings["topics"]),
+                kafka,
+                connect_timeout=settings["connect_timeout"],
+                wait_for_topics=settings["wait_for_topics"],
+                start_at=settings["start_at"],
+            )
+            return share, None
         source = KafkaSource(
             servers,
             settings["group"],
@@ -65,6 +81,15 @@ def open_source(settings: Resolved, member: int | None) -> tuple[Source, Embedde
         raise
 
 
+def consumer_options(settings: Resolved) -> dict[str, Any]:
+    """The consumer options of the settings; with ``share``, ordering is ``unordered``
+    unless set (any other ordering fails when the consumer is built, naming why)."""
+    options = dict(settings.consumer_options)
+    if settings["share"] and settings.origins["ordering"] == "default":
+        options["ordering"] = Ordering.UNORDERED
+    return options
+
+
 def run_member(settings: Resolved, member: int | None = None) -> int:
     """Run one consumer until it is stopped; its exit code (0 after a clean drain).
 
@@ -73,7 +98,7 @@ def run_member(settings: Resolved, member: int | None = None) -> int:
     handler = load_handler(settings["handler"])
     source, embedded = open_source(settings, member)
     try:
-        options = dict(settings.consumer_options)
+        options = consumer_options(settings)
         if settings["metrics_port"] is not None:
             options["metrics"] = _serve_metrics(settings["metrics_port"] + (member or 0))
         consumer = Consumer(source, handler, **options)

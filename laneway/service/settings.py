@@ -20,6 +20,7 @@ from typing import Any
 from laneway.config import env_variable, option_defaults, option_specs
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, duration, flag, number
+from laneway.sources.kafka_share_config import START_AT_CHOICES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,6 +111,27 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "wait_for_topics": (
         False,
         OptionSpec("wait for topics that do not exist yet instead of failing", flag, "bool"),
+    ),
+    "share": (
+        False,
+        OptionSpec(
+            "consume the topics as a Kafka share group (KIP-932): any number of members "
+            "share every partition, records are acknowledged one by one; ordering must be "
+            "unordered (the default with it)",
+            flag,
+            "bool",
+        ),
+    ),
+    "start_at": (
+        "earliest",
+        OptionSpec(
+            "with --share, where a new share group starts: earliest (laneway sets the "
+            "group's share.auto.offset.reset so no backlog is skipped), latest, or group "
+            "(leave the group config as it is; warns if that skips a backlog)",
+            _one_of(START_AT_CHOICES),
+            "choice",
+            choices=START_AT_CHOICES,
+        ),
     ),
     "members": (1, OptionSpec("consumer processes in the group, supervised", number(), "int")),
     "health_port": (

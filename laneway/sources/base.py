@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
+from laneway.config import ConsumerConfig
 from laneway.offsets.progress import Progress
 from laneway.producing.producer import Producer
+from laneway.sources.capabilities import SourceCapabilities
 from laneway.types import CommitPosition, Message, PartitionId
 
 
@@ -53,14 +55,20 @@ class Source(Protocol):
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         """Return up to ``max_messages`` in offset order per partition; wait up to ``timeout`` s."""
 
-    def progress(self, metadata_max_bytes: int) -> Progress:
+    def progress(self, config: ConsumerConfig) -> Progress:
         """How this source records finished work: a new
-        :class:`~laneway.offsets.progress.Progress` for one consumer run (offset sources
-        return an :class:`~laneway.offsets.offset_progress.OffsetProgress` committing
-        through their own ``commit``; ``metadata_max_bytes`` caps its commit metadata)."""
+        :class:`~laneway.offsets.progress.Progress` for one consumer run with ``config``
+        (offset sources return an :class:`~laneway.offsets.offset_progress.OffsetProgress`
+        committing through their own ``commit``, its metadata capped at
+        ``config.metadata_max_bytes``; a share group acknowledges each record)."""
+
+    @property
+    def capabilities(self) -> SourceCapabilities:
+        """What the source can do: orderings it keeps, whether it pauses, how it retries."""
 
     def pause(self, partitions: Iterable[PartitionId]) -> None:
-        """Stop returning messages of ``partitions`` from ``poll`` (group membership stays)."""
+        """Stop returning messages of ``partitions`` from ``poll`` (group membership stays;
+        a source that cannot pause says so in its capabilities and ignores this)."""
 
     def resume(self, partitions: Iterable[PartitionId]) -> None:
         """Undo :meth:`pause`."""

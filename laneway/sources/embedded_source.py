@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 
+from laneway.config import ConsumerConfig
 from laneway.errors import SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.options import seconds, whole_number
 from laneway.producing.producer import Producer
 from laneway.producing.transactions import Transaction
 from laneway.sources.base import RebalanceListener
+from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 from laneway.types import CommitPosition, Message, PartitionId
@@ -67,9 +69,14 @@ class EmbeddedSource:
         commit (see :class:`~laneway.sources.embedded_transactions.EmbeddedTransaction`)."""
         return self._transaction()
 
-    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
+    @property
+    def capabilities(self) -> SourceCapabilities:
+        """Every ordering, pausable partitions, retries in place."""
+        return PARTITIONED_LOG
+
+    def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
-        return OffsetProgress(self, metadata_max_bytes)
+        return OffsetProgress(self, config.metadata_max_bytes)
 
     def open(self, listener: RebalanceListener) -> None:
         if self._closed:

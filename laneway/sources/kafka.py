@@ -14,9 +14,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
+from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
 from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
@@ -141,9 +143,14 @@ class KafkaSource:
         tid = self._transactional_id or transactional_id(self._settings.group, instance)
         return KafkaTransaction(self._connection, self._consumer, tid, self._name)
 
-    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
+    @property
+    def capabilities(self) -> SourceCapabilities:
+        """Every ordering, pausable partitions, retries in place."""
+        return PARTITIONED_LOG
+
+    def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
-        return OffsetProgress(self, metadata_max_bytes)
+        return OffsetProgress(self, config.metadata_max_bytes)
 
     def bound_prefetch(self, max_bytes: int) -> None:
         """Size librdkafka's prefetch for ``max_bytes`` (see
@@ -173,8 +180,13 @@ class KafkaSource:
         if self._listener is not None:
             raise SourceError(f"{self._name}: open() was already called")
         settings = self._settings
+        consumer = self._consumer
         check_reachable(
-            self._consumer, settings.bootstrap_servers, settings.connect_timeout, self._errors
+            consumer,
+            settings.bootstrap_servers,
+            settings.connect_timeout,
+            self._errors,
+            lambda: consumer.consume(1, 0),
         )
         if not settings.wait_for_topics:
             check_topics(self._consumer, self._topics, settings.connect_timeout)
@@ -232,6 +244,7 @@ class KafkaSource:
                         m.value(),
                         () if headers is None else tuple(headers),
                         m.timestamp()[1],
+                        None,  # a consumer group does not count deliveries
                     ),
                 )
             )

@@ -7,12 +7,19 @@ forever and looks like one with nothing to read.
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from laneway.errors import SourceError, UnknownTopicError
 from laneway.sources.kafka_logging import ErrorReporter, describe
+
+
+class MetadataClient(Protocol):
+    """A Kafka client that answers metadata requests (a consumer or an admin client)."""
+
+    def list_topics(self, topic: str | None = ..., timeout: float = ...) -> Any: ...
 
 
 def addresses(bootstrap_servers: str) -> list[tuple[str, int]]:
@@ -31,10 +38,15 @@ def addresses(bootstrap_servers: str) -> list[tuple[str, int]]:
 
 
 def check_reachable(
-    consumer: Consumer, bootstrap_servers: str, timeout: float, errors: ErrorReporter
+    client: MetadataClient,
+    bootstrap_servers: str,
+    timeout: float,
+    errors: ErrorReporter,
+    serve_errors: Callable[[], object],
 ) -> None:
     """Raise :class:`SourceError` naming the address unless a broker answers a metadata
-    request within ``timeout`` seconds (a name that does not resolve fails at once)."""
+    request within ``timeout`` seconds (a name that does not resolve fails at once).
+    ``serve_errors`` lets the client deliver its pending errors to ``errors``."""
     unresolved: list[str] = []
     for host, port in addresses(bootstrap_servers):
         try:
@@ -47,9 +59,9 @@ def check_reachable(
             f"resolve: {', '.join(unresolved)}"
         )
     try:
-        consumer.list_topics(timeout=timeout)
+        client.list_topics(timeout=timeout)
     except KafkaException as exc:
-        consumer.consume(1, 0)  # serves error_cb, which knows why (refused, TLS, ...)
+        serve_errors()  # error_cb knows why (refused, TLS, ...)
         cause = errors.last or describe(exc)
         raise SourceError(
             f"cannot reach the Kafka cluster at {bootstrap_servers}: no broker answered "
@@ -58,7 +70,7 @@ def check_reachable(
         ) from exc
 
 
-def check_topics(consumer: Consumer, topics: Sequence[str], timeout: float) -> None:
+def check_topics(client: MetadataClient, topics: Sequence[str], timeout: float) -> None:
     """Raise :class:`UnknownTopicError` naming the subscribed topics the cluster does not
     have (regular-expression subscriptions, ``^...``, are not checked)."""
     missing: list[str] = []
@@ -66,7 +78,7 @@ def check_topics(consumer: Consumer, topics: Sequence[str], timeout: float) -> N
         if topic.startswith("^"):
             continue
         try:
-            found = consumer.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+            found = client.list_topics(topic=topic, timeout=timeout).topics.get(topic)
         except KafkaException as exc:
             raise SourceError(
                 f"reading the metadata of topic {topic!r} failed: {describe(exc)}"

@@ -144,10 +144,10 @@ def build_settings(
     wait_for_topics: object = False,
 ) -> KafkaSettings:
     """Check every argument and merge defaults, user config and forced settings."""
-    servers = _non_empty_text(bootstrap_servers, "bootstrap_servers", "e.g. '127.0.0.1:9092'")
-    group_id = _non_empty_text(group, "group", "the consumer group id, e.g. 'billing'")
-    topic_names = _topic_names(topics)
-    user = _user_config(config)
+    servers = non_empty_text(bootstrap_servers, "bootstrap_servers", "e.g. '127.0.0.1:9092'")
+    group_id = non_empty_text(group, "group", "the consumer group id, e.g. 'billing'")
+    names = topic_names(topics)
+    user = user_config(config, FORCED, _WHY_FORCED, "KafkaSource")
 
     merged: dict[str, object] = dict(DEFAULTS)
     if str(user.get("group.protocol", "classic")).lower() != "consumer":
@@ -160,7 +160,7 @@ def build_settings(
     return KafkaSettings(
         bootstrap_servers=servers,
         group=group_id,
-        topics=topic_names,
+        topics=names,
         consumer_config=merged,
         incremental=_is_incremental(merged),
         connect_timeout=seconds(connect_timeout, "connect_timeout"),
@@ -168,7 +168,8 @@ def build_settings(
     )
 
 
-def _non_empty_text(value: object, option: str, expected: str) -> str:
+def non_empty_text(value: object, option: str, expected: str) -> str:
+    """``value`` stripped, or a ConfigError naming ``option`` unless it is non-empty text."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(
             f"{option}={value!r} is not valid; expected a non-empty string, {expected}"
@@ -176,7 +177,8 @@ def _non_empty_text(value: object, option: str, expected: str) -> str:
     return value.strip()
 
 
-def _topic_names(topics: object) -> tuple[str, ...]:
+def topic_names(topics: object) -> tuple[str, ...]:
+    """The distinct topic names of ``topics``, or a ConfigError unless it lists some."""
     if isinstance(topics, (str, bytes)) or not isinstance(topics, Iterable):
         raise ConfigError(
             f"topics={topics!r} is not valid; expected a list of topic names, e.g. ['orders']"
@@ -192,7 +194,12 @@ def _topic_names(topics: object) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _user_config(config: object) -> dict[str, object]:
+def user_config(
+    config: object, forced: Mapping[str, object], why_forced: Mapping[str, str], source: str
+) -> dict[str, object]:
+    """The user's librdkafka settings, checked: a mapping of names to values, none of the
+    settings passed as ``source``'s own arguments, none contradicting ``forced`` (boolean
+    or text settings laneway must own, each with its reason in ``why_forced``)."""
     if config is None:
         return {}
     if not isinstance(config, Mapping):
@@ -208,12 +215,18 @@ def _user_config(config: object) -> dict[str, object]:
             raise ConfigError(f"config[{key!r}]=None is not valid; leave the setting out instead")
         if key in _OWN_ARGUMENTS:
             raise ConfigError(
-                f"config[{key!r}] is not allowed; pass it as KafkaSource({_OWN_ARGUMENTS[key]}=...)"
+                f"config[{key!r}] is not allowed; pass it as {source}({_OWN_ARGUMENTS[key]}=...)"
             )
-        if key in FORCED and _as_bool(key, value) != FORCED[key]:
-            raise ConfigError(f"config[{key!r}]={value!r} is not allowed: {_WHY_FORCED[key]}")
+        if key in forced and _differs(key, value, forced[key]):
+            raise ConfigError(f"config[{key!r}]={value!r} is not allowed: {why_forced[key]}")
         user[key] = value
     return user
+
+
+def _differs(key: str, value: object, forced: object) -> bool:
+    if isinstance(forced, bool):
+        return _as_bool(key, value) != forced
+    return str(value).strip().lower() != str(forced)
 
 
 def _as_bool(key: str, value: object) -> bool:
@@ -239,8 +252,9 @@ CONNECTION_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "clien
 
 def connection_config(settings: KafkaSettings) -> dict[str, object]:
     """The subset of the consumer config a producer or admin client of the same cluster needs."""
-    return {
-        key: value
-        for key, value in settings.consumer_config.items()
-        if key.startswith(CONNECTION_PREFIXES)
-    }
+    return connection_subset(settings.consumer_config)
+
+
+def connection_subset(config: Mapping[str, object]) -> dict[str, object]:
+    """The settings of a client ``config`` that say how to reach the cluster."""
+    return {key: value for key, value in config.items() if key.startswith(CONNECTION_PREFIXES)}

@@ -35,9 +35,11 @@ from typing import IO, Any
 import recording
 
 import laneway
+from laneway.config import ConsumerConfig
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.producing.producer import Producer
 from laneway.sources.base import RebalanceListener, Source
+from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
 from laneway.types import CommitPosition, Message, PartitionId
 
 CONSUMER_OPTIONS = ("engine", "ordering", "concurrency", "max_buffered", "commit_interval")
@@ -103,8 +105,12 @@ class RecordedSource:
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         return self._inner.poll(max_messages, timeout)
 
-    def progress(self, metadata_max_bytes: int) -> OffsetProgress:
-        return OffsetProgress(self, metadata_max_bytes)
+    @property
+    def capabilities(self) -> SourceCapabilities:
+        return PARTITIONED_LOG
+
+    def progress(self, config: ConsumerConfig) -> OffsetProgress:
+        return OffsetProgress(self, config.metadata_max_bytes)
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         self._life.write("commit", positions=_positions(positions))

@@ -25,7 +25,13 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewTopic
 
 KeyOrValue = bytes | str | None
@@ -158,12 +164,18 @@ def _record_delivery(
 
 
 def produce(
-    bootstrap: str, topic: str, records: Iterable[Record], timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    timeout_s: float = 60.0,
+    settings: dict[str, object] | None = None,
 ) -> list[tuple[int, int]]:
     """Write records with an idempotent producer; return each one's (partition, offset).
 
     Keys are partitioned with murmur2 (`murmur2_random`), as the Java client and laneway's
-    EmbeddedLog do. Raises RuntimeError unless every record was acknowledged by the broker.
+    EmbeddedLog do. ``settings`` adds producer settings (e.g. ``batch.num.messages``: a
+    share group hands out whole record batches). Raises RuntimeError unless every record
+    was acknowledged by the broker.
     """
     producer = Producer(
         {
@@ -174,6 +186,7 @@ def produce(
             # (librdkafka's sticky default), so tests see keyless records spread out.
             "sticky.partitioning.linger.ms": 0,
             "linger.ms": 5,
+            **(settings or {}),
         }
     )
     results: list[tuple[int, int] | None] = []
@@ -262,3 +275,22 @@ def committed_to_end(bootstrap: str, group: str, topic: str, total: int) -> bool
     ends = end_offsets(bootstrap, topic)
     committed = committed_offsets(bootstrap, group, topic)
     return sum(ends.values()) == total and {p: o for p, (o, _) in committed.items()} == ends
+
+
+def share_group_config(bootstrap: str, group: str) -> dict[str, str]:
+    """The group configs of share group ``group`` (Kafka's defaults where none is set)."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    admin = admin_client(bootstrap)  # kept alive until the answer is in
+    found = admin.describe_configs([resource])[resource].result(REQUEST_TIMEOUT_S)
+    return {name: entry.value for name, entry in found.items()}
+
+
+def set_share_group_config(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """Set share group configs of ``group`` (as an operator would with kafka-configs)."""
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    admin = admin_client(bootstrap)  # kept alive until the answer is in
+    admin.incremental_alter_configs([resource])[resource].result(REQUEST_TIMEOUT_S)

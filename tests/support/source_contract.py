@@ -1,8 +1,12 @@
 """The Source protocol's promises as a test suite: subclass per source.
 
-``SourceContract`` holds what every source promises (polling, pause/resume, unread, its
-producer, usage errors); ``OffsetSourceContract`` adds what sources that commit offsets
-promise (durable commits through their Progress, seeding the next owner, revocations).
+``SourceContract`` holds what every source promises (polling every message with its
+fields, its producer, usage errors); ``OffsetSourceContract`` adds what sources that own
+partitions and commit offsets promise (assignments, pause/resume, unread, durable commits
+through their Progress, seeding the next owner, revocations). A Kafka share group keeps
+only the first part: its partitions are shared, so nothing is assigned, paused, counted
+as unread or committed (its own promises are in ``test_share_group.py``), and its polls
+must be settled through its Progress before it fetches again (``SETTLES_POLLS``).
 A subclass provides the ``new_topic`` fixture (a :class:`topics.LogTopic` factory) and may
 override :meth:`SourceContract.source` to open its source with test-friendly settings.
 """
@@ -15,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import pytest
 from topics import LogTopic
 
+from laneway.config import ConsumerConfig
 from laneway.errors import SourceError
 from laneway.offsets.progress import Progress
 from laneway.producing.producer import OutgoingRecord
@@ -22,15 +27,18 @@ from laneway.sources.base import Source
 from laneway.types import CommitPosition, Message, PartitionId
 
 WAIT_S = 30.0
-METADATA_MAX_BYTES = 4_096
+UNORDERED = {"ordering": "unordered"}
 
 
 class Recorder:
     """A rebalance listener that records every call and keeps a Progress in step (as the
-    control plane does); ``on_revoke_action`` runs inside ``on_revoked``."""
+    control plane does); ``on_revoke_action`` runs inside ``on_revoked``. With
+    ``settles_polls`` every polled batch is accepted and settled at once (as if handled),
+    which a source that must acknowledge a fetch before the next needs."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, settles_polls: bool = False) -> None:
         self.progress = progress
+        self.settles_polls = settles_polls
         self.assigned: list[dict[PartitionId, CommitPosition | None]] = []
         self.revoked: list[list[PartitionId]] = []
         self.lost: list[list[PartitionId]] = []
@@ -54,31 +62,37 @@ class Recorder:
         self.lost.append(list(partitions))
         self.progress.give_up(partitions)
 
+    def polled(self, batch: list[Message]) -> list[Message]:
+        if self.settles_polls and batch:
+            self.progress.settle(self.progress.accept(batch), [])
+        return batch
+
 
 def poll_until(
-    members: Iterable[tuple[Source, object]],
+    members: Iterable[tuple[Source, Recorder]],
     done: Callable[[], bool],
     into: dict[int, list[Message]] | None = None,
     timeout_s: float = WAIT_S,
 ) -> None:
     """Poll every source in turn until ``done()``; bounded in time and iterations."""
-    sources = [source for source, _ in members]
+    members = list(members)
     deadline = time.monotonic() + timeout_s
     for _ in range(int(timeout_s / 0.05) + 1):
         if done() or time.monotonic() > deadline:
             break
-        for index, source in enumerate(sources):
-            batch = source.poll(500, 0.05)
+        for index, (source, recorder) in enumerate(members):
+            batch = recorder.polled(source.poll(500, 0.05))
             if into is not None:
                 into.setdefault(index, []).extend(batch)
     assert done(), f"condition not reached within {timeout_s}s"
 
 
-def poll_for(source: Source, seconds: float) -> list[Message]:
+def poll_for(member: tuple[Source, Recorder], seconds: float) -> list[Message]:
+    source, recorder = member
     got: list[Message] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        got.extend(source.poll(500, 0.05))
+        got.extend(recorder.polled(source.poll(500, 0.05)))
     return got
 
 
@@ -97,6 +111,11 @@ def per_partition(placed: Iterable[tuple[int, int]], partitions: int) -> dict[in
 
 class SourceContract:
     """What every source promises."""
+
+    SETTLES_POLLS = False
+    """Whether each poll must be settled before the source fetches again (share groups)."""
+    ASSIGNS_PARTITIONS = True
+    """Whether the source tells its listener which partitions it owns (not share groups)."""
 
     @pytest.fixture
     def new_topic(self) -> Callable[[int], LogTopic]:
@@ -118,7 +137,8 @@ class SourceContract:
         self, opened: list[Source], topic: LogTopic, group: str = "contract"
     ) -> tuple[Source, Recorder]:
         source = self.source(topic, group)
-        recorder = Recorder(source.progress(METADATA_MAX_BYTES))
+        config = ConsumerConfig.from_options({} if self.ASSIGNS_PARTITIONS else UNORDERED)
+        recorder = Recorder(source.progress(config), self.SETTLES_POLLS)
         source.open(recorder)
         opened.append(source)
         return source, recorder
@@ -140,7 +160,8 @@ class SourceContract:
         got = collect(member, len(records))
         assert len(got) == len(records)
         assert {(m.partition, m.offset) for m in got} == set(expected)
-        assert member[1].assigned == [{(topic.name, p): None for p in range(3)}]
+        if self.ASSIGNS_PARTITIONS:
+            assert member[1].assigned == [{(topic.name, p): None for p in range(3)}]
         for m in got:
             key, value, headers = expected[(m.partition, m.offset)]
             assert isinstance(m, Message)
@@ -150,47 +171,7 @@ class SourceContract:
         for partition in range(3):
             offsets = [m.offset for m in got if m.partition == partition]
             assert offsets == sorted(offsets) and len(offsets) == len(set(offsets))
-        assert poll_for(member[0], 0.3) == []
-
-    def test_pause_stops_one_partition_while_polling_continues(
-        self, new_topic: Callable[[int], LogTopic], opened: list[Source]
-    ) -> None:
-        topic = new_topic(2)
-        source, recorder = member = self.open(opened, topic)
-        poll_until([member], lambda: len(recorder.owned) == 2)
-        paused = (topic.name, 0)
-        source.pause([paused, ("some-other-topic", 0)])  # not owned: ignored
-        source.pause([paused])  # idempotent
-        placed = topic.produce([(f"k{i}".encode(), b"v") for i in range(40)])
-        counts = per_partition(placed, 2)
-        assert counts[0] > 0 and counts[1] > 0
-        got = collect(member, counts[1])
-        got += poll_for(source, 1.0)
-        assert [m for m in got if m.partition == 0] == []
-        assert len(got) == counts[1]
-        source.resume([paused])
-        source.resume([paused, ("some-other-topic", 0)])  # idempotent, foreign ignored
-        resumed = collect(member, counts[0])
-        assert {m.partition for m in resumed} == {0}
-        assert [m.offset for m in resumed] == list(range(counts[0]))
-
-    def test_unread_counts_what_poll_has_not_returned(
-        self, new_topic: Callable[[int], LogTopic], opened: list[Source]
-    ) -> None:
-        topic = new_topic(2)
-        placed = topic.produce([(f"k{i}".encode(), b"v") for i in range(60)])
-        total = per_partition(placed, 2)
-        source, _ = member = self.open(opened, topic)
-        got = collect(member, 1)  # at least one message: the partitions have been fetched
-        returned = {p: sum(1 for m in got if m.partition == p) for p in (0, 1)}
-        expected = {(topic.name, p): total[p] - returned[p] for p in (0, 1)}
-        deadline = time.monotonic() + WAIT_S
-        while source.unread(expected) != expected and time.monotonic() < deadline:
-            time.sleep(0.05)  # Kafka: both high watermarks arrive with their fetches
-        assert source.unread([*expected, ("other-topic", 0)]) == expected
-        got += poll_for(source, 0.5)
-        assert len(got) == 60
-        assert source.unread(expected) == {pid: 0 for pid in expected}
+        assert poll_for(member, 0.3) == []
 
     def test_the_producer_writes_into_the_same_log_and_acknowledges_on_poll(
         self, new_topic: Callable[[int], LogTopic], opened: list[Source]
@@ -240,7 +221,48 @@ class SourceContract:
 
 
 class OffsetSourceContract(SourceContract):
-    """What sources that commit offsets promise, through their Progress."""
+    """What sources that own partitions and commit offsets promise: pausing, unread
+    counts, and durable progress through their Progress."""
+
+    def test_pause_stops_one_partition_while_polling_continues(
+        self, new_topic: Callable[[int], LogTopic], opened: list[Source]
+    ) -> None:
+        topic = new_topic(2)
+        source, recorder = member = self.open(opened, topic)
+        poll_until([member], lambda: len(recorder.owned) == 2)
+        paused = (topic.name, 0)
+        source.pause([paused, ("some-other-topic", 0)])  # not owned: ignored
+        source.pause([paused])  # idempotent
+        placed = topic.produce([(f"k{i}".encode(), b"v") for i in range(40)])
+        counts = per_partition(placed, 2)
+        assert counts[0] > 0 and counts[1] > 0
+        got = collect(member, counts[1])
+        got += poll_for(member, 1.0)
+        assert [m for m in got if m.partition == 0] == []
+        assert len(got) == counts[1]
+        source.resume([paused])
+        source.resume([paused, ("some-other-topic", 0)])  # idempotent, foreign ignored
+        resumed = collect(member, counts[0])
+        assert {m.partition for m in resumed} == {0}
+        assert [m.offset for m in resumed] == list(range(counts[0]))
+
+    def test_unread_counts_what_poll_has_not_returned(
+        self, new_topic: Callable[[int], LogTopic], opened: list[Source]
+    ) -> None:
+        topic = new_topic(2)
+        placed = topic.produce([(f"k{i}".encode(), b"v") for i in range(60)])
+        total = per_partition(placed, 2)
+        source, _ = member = self.open(opened, topic)
+        got = collect(member, 1)  # at least one message: the partitions have been fetched
+        returned = {p: sum(1 for m in got if m.partition == p) for p in (0, 1)}
+        expected = {(topic.name, p): total[p] - returned[p] for p in (0, 1)}
+        deadline = time.monotonic() + WAIT_S
+        while source.unread(expected) != expected and time.monotonic() < deadline:
+            time.sleep(0.05)  # Kafka: both high watermarks arrive with their fetches
+        assert source.unread([*expected, ("other-topic", 0)]) == expected
+        got += poll_for(member, 0.5)
+        assert len(got) == 60
+        assert source.unread(expected) == {pid: 0 for pid in expected}
 
     def test_commits_through_progress_are_durable_and_seed_the_next_owner(
         self, new_topic: Callable[[int], LogTopic], opened: list[Source]
@@ -255,7 +277,7 @@ class OffsetSourceContract(SourceContract):
         runnable = progress.accept(sorted(got, key=lambda m: (m.partition, m.offset)))
         assert len(runnable) == len(got) and progress.buffered == len(got)
         stuck = (topic.name, 0, 1)
-        progress.settle([m for m in runnable if (m.topic, m.partition, m.offset) != stuck])
+        progress.settle([m for m in runnable if (m.topic, m.partition, m.offset) != stuck], [])
         progress.commit(list(progress.partitions))
         committed = progress.committed()
         assert committed == {(topic.name, 0): 1, (topic.name, 1): ends[1]}
@@ -264,9 +286,9 @@ class OffsetSourceContract(SourceContract):
         durable = topic.committed("owners")
         assert durable[0][0] == 1 and durable[0][1] != "" and durable[1] == (ends[1], "")
 
-        second, again = member = self.open(opened, topic, "owners")
+        _, again = member = self.open(opened, topic, "owners")
         replayed = collect(member, ends[0] - 1)
-        replayed += poll_for(second, 0.3)
+        replayed += poll_for(member, 0.3)
         assert again.assigned == [
             {(topic.name, 0): CommitPosition(*durable[0]), (topic.name, 1): CommitPosition(ends[1])}
         ]
