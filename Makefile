@@ -47,8 +47,9 @@ docs: $(DEV)
 
 # The unit and embedded-log tests on the supported Pythons other than the development one
 # (which runs everything in `make test`), side by side, each against the wheel `package`
-# built; see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other.
-OTHER_PYTHONS := $(filter-out $(shell $(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
+# built; see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other. The venv is
+# made from $(PYTHON), so its version is the development one even before the venv exists.
+OTHER_PYTHONS := $(filter-out $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
 pythons: package
 	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) $(addprefix python-,$(OTHER_PYTHONS))
 
