@@ -41,9 +41,9 @@ test: lint docs package pythons
 	scripts/with-services kafka postgres -- $(BIN)/pytest -q
 
 # The documentation site into site/; --strict turns a broken link, anchor or API reference
-# into a failure.
+# into a failure. Not --quiet: it hides the warnings that --strict would fail on.
 docs: $(DEV)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The unit and embedded-log tests on the supported Pythons other than the development one
 # (which runs everything in `make test`), side by side, each against the wheel `package`
