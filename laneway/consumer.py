@@ -113,7 +113,7 @@ class Consumer:
     ) -> None:
         self.config = ConsumerConfig.from_options(options)
         self._capabilities = check_source(source, self.config)
-        check_handler(handler, self.config.engine)
+        check_handler(handler, self.config.engine, self.config.batch_size is not None)
         check_exactly_once(source, self.config)
         self._source = source
         self._handler = handler

@@ -147,6 +147,34 @@ def test_batch_options_are_checked() -> None:
     assert ConsumerConfig.from_options({"batch_size": 8}).batch_wait == 0.05
 
 
+def _sum_batch(messages: list[laneway.Message]) -> None:
+    pass
+
+
+def _one(message: laneway.Message) -> None:
+    pass
+
+
+class _Untyped:
+    def __call__(self, messages):  # type: ignore[no-untyped-def]
+        pass
+
+
+def test_a_handler_annotated_for_the_other_shape_is_refused_at_construction() -> None:
+    log = laneway.EmbeddedLog()
+    log.create_topic("t", 1)
+    source = log.subscribe(["t"], "g")
+    with pytest.raises(
+        laneway.ConfigError, match=r"takes a list of messages.*batch_size is not set"
+    ):
+        laneway.Consumer(source, _sum_batch)
+    with pytest.raises(laneway.ConfigError, match=r"takes one Message.*batch_size is set"):
+        laneway.Consumer(source, _one, batch_size=8)
+    laneway.Consumer(source, _sum_batch, batch_size=8)  # the shapes agree
+    laneway.Consumer(source, _Untyped(), batch_size=8)  # nothing to go by: accepted
+    laneway.Consumer(source, _Untyped())
+
+
 def test_bisecting_costs_about_two_calls_per_halving() -> None:
     """One bad message among 64, one retry: 2 calls on the whole batch, then both halves of
     every split down to the bad message (6 levels): 14 calls, 63 messages done. Halves run

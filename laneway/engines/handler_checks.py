@@ -6,12 +6,14 @@ import inspect
 import pickle
 import sys
 import types
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from laneway.errors import ConfigError, HandlerImportError
 from laneway.lifecycle import Lifecycle
 from laneway.options import EngineKind
+from laneway.types import Message
 
 
 def is_async_handler(handler: Callable[..., Any]) -> bool:
@@ -20,13 +22,15 @@ def is_async_handler(handler: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
 
 
-def check_handler(handler: object, engine: EngineKind) -> None:
+def check_handler(handler: object, engine: EngineKind, batched: bool = False) -> None:
     """Raise ConfigError when ``handler`` cannot run on ``engine``: not callable, a
-    signature that cannot take one message, sync vs ``async def`` mismatched with the
-    engine, or (process engine) not importable by name in a worker process."""
+    signature that cannot take one message, a parameter annotated as a list of messages
+    without ``batch_size`` (or as one message with it), sync vs ``async def`` mismatched
+    with the engine, or (process engine) not importable by name in a worker process."""
     if not callable(handler):
         raise ConfigError(f"handler={handler!r} is not valid; expected a callable taking a Message")
     _check_signature(handler)
+    _check_batch_shape(handler, batched)
     is_async = is_async_handler(handler)
     if engine is EngineKind.ASYNC and not is_async:
         raise ConfigError(
@@ -57,6 +61,42 @@ def _check_signature(handler: Callable[..., Any]) -> None:
             "message; a handler takes exactly one argument, the Message (wrap extra "
             "arguments with functools.partial)"
         ) from None
+
+
+def _check_batch_shape(handler: Callable[..., Any], batched: bool) -> None:
+    takes_a_list = _annotated_as_batch(handler)
+    if takes_a_list is None or takes_a_list == batched:
+        return
+    name = describe_handler(handler)
+    if takes_a_list:
+        raise ConfigError(
+            f"handler {name} takes a list of messages (its parameter's annotation) but "
+            "batch_size is not set, so it would be called with one Message; pass "
+            "batch_size=N (and batch_wait) to get lists"
+        )
+    raise ConfigError(
+        f"handler {name} takes one Message (its parameter's annotation) but batch_size is "
+        "set, so it would be called with a list; drop batch_size or take a list"
+    )
+
+
+def _annotated_as_batch(handler: Callable[..., Any]) -> bool | None:
+    """Whether the handler's parameter is annotated as a collection of messages (True) or
+    as one :class:`Message` (False); None when unannotated or not resolvable."""
+    try:
+        parameters = list(inspect.signature(handler, eval_str=True).parameters.values())
+    except Exception:  # annotations that do not resolve, builtins without a signature
+        return None
+    if not parameters:
+        return None
+    annotation = parameters[0].annotation
+    if annotation is Message:
+        return False
+    origin = typing.get_origin(annotation)
+    is_collection = isinstance(origin, type) and issubclass(origin, Iterable)
+    if is_collection and origin is not tuple and typing.get_args(annotation) == (Message,):
+        return True
+    return None
 
 
 def check_importable(handler: object) -> None:
