@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from laneway.bench.results import (
     merge_rows,
     write_json,
 )
-from laneway.bench.scenarios import Overrides, RunSpec, Variant, plan
-from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
+from laneway.bench.scenarios import SHARE_SCENARIO, Overrides, RunSpec, Variant, plan
+from laneway.bench.share import ShareBench, ShareBenchSettings
+from laneway.bench.targets import BenchSetupError, EmbeddedTarget, KafkaTarget, Target
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
 
@@ -72,6 +73,12 @@ def run_bench(options: BenchOptions) -> bool:
         target = kafka
     else:
         target = EmbeddedTarget()
+    share = SHARE_SCENARIO in options.scenarios
+    if share and not isinstance(target, KafkaTarget):
+        raise BenchSetupError(
+            "the share scenario needs a Kafka broker (>= 4.2, share.version=1): give "
+            "--bootstrap-servers HOST:PORT"
+        )
     runs = plan(
         options.scenarios, options.engines, options.overrides, options.repeat, options.instruments
     )
@@ -122,7 +129,12 @@ def run_bench(options: BenchOptions) -> bool:
     loop_name = resolve(options.event_loop).value
     if "async" in options.engines:
         title += f"; async engine on {loop_name}"
-    print_report(console, merged, title, advice, limits, loop_name)
+    if merged:
+        print_report(console, merged, title, advice, limits, loop_name)
+    shared: dict[str, Any] | None = None
+    if share:
+        assert isinstance(target, KafkaTarget)
+        shared = ShareBench(target, _share_settings(options.overrides), console).run()
     costs = cost_lines(merged)
     if costs:
         console.print()
@@ -130,8 +142,20 @@ def run_bench(options: BenchOptions) -> bool:
         for line in costs:
             console.print(f"  {line}", highlight=False)
     settings = _settings(options, target, started_at)
-    _write_outputs(console, options, settings, merged, advice)
-    return all(is_valid(r) for r in merged)
+    _write_outputs(console, options, settings, merged, advice, shared)
+    return all(is_valid(r) for r in merged) and (shared is None or shared["valid"])
+
+
+def _share_settings(overrides: Overrides) -> ShareBenchSettings:
+    """The share scenario's settings, with ``--messages`` (for the members runs and the
+    trivial loops alike, as for every scenario) and ``--work-ms`` applied."""
+    defaults = ShareBenchSettings()
+    return replace(
+        defaults,
+        messages=overrides.messages or defaults.messages,
+        trivial_messages=overrides.messages or defaults.trivial_messages,
+        work_ms=defaults.work_ms if overrides.work_ms is None else overrides.work_ms,
+    )
 
 
 def _variant_key(spec: RunSpec) -> tuple[str, str]:
@@ -161,6 +185,7 @@ def _write_outputs(
     settings: dict[str, Any],
     rows: list[Row],
     advice: list[dict[str, Any]],
+    shared: dict[str, Any] | None = None,
 ) -> None:
     if options.profile_dir is not None:
         console.print(
@@ -172,7 +197,10 @@ def _write_outputs(
                 f"  {row['scenario']} {row['variant']} {row['engine']}: {names}", highlight=False
             )
     if options.json_path is not None:
-        write_json(options.json_path, document(rows, settings, advice))
+        doc = document(rows, settings, advice)
+        if shared is not None:
+            doc["share"] = shared
+        write_json(options.json_path, doc)
         console.print(f"\nwrote {options.json_path}", highlight=False)
     if options.plot_dir is not None:
         from laneway.bench.plots import write_plots  # matplotlib: imported only when asked

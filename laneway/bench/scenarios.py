@@ -118,6 +118,15 @@ SCENARIOS: Mapping[str, Scenario] = {
 }  # fmt: skip
 
 
+SHARE_SCENARIO = "share"
+"""The share-group scenario (Kafka only; :mod:`laneway.bench.share`): members of a share
+group against a classic consumer group, and the share source against a bare loop. It is
+not expanded into engine runs, and runs only when named in ``--scenarios``."""
+
+SCENARIO_NAMES = (*SCENARIOS, SHARE_SCENARIO)
+"""Every scenario ``--scenarios`` accepts."""
+
+
 @dataclass(frozen=True)
 class Overrides:
     """Command-line values that replace every selected scenario's own (``None``: keep)."""
@@ -207,6 +216,8 @@ def plan(
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
+        if name == SHARE_SCENARIO:
+            continue
         scenario = overrides.apply(SCENARIOS[name])
         for variant in variants(scenario):
             for rep in range(1, repeat + 1):

@@ -127,9 +127,9 @@ class KafkaTarget:
 
     def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
         topic = unique_name(self.topic_prefix, prefix)
-        self._create_topic(topic, partitions)
+        self.create_topic(topic, partitions)
         started = time.perf_counter()
-        produced = self._produce(topic, messages, keys)
+        produced = self.produce(topic, messages, keys)
         group = unique_name(self.topic_prefix, "group")
         return Prepared(topic, group, produced, time.perf_counter() - started)
 
@@ -144,10 +144,13 @@ class KafkaTarget:
         return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages)
 
     def cleanup(self, prepared: Prepared) -> None:
-        futures = self._admin.delete_topics([prepared.topic], request_timeout=REQUEST_TIMEOUT_S)
-        # best effort: a leftover topic of a finished run harms no later run
+        self.cleanup_topic(prepared.topic)
+
+    def cleanup_topic(self, topic: str) -> None:
+        """Delete ``topic``, best effort: a leftover topic of a finished run harms no later run."""
+        futures = self._admin.delete_topics([topic], request_timeout=REQUEST_TIMEOUT_S)
         with contextlib.suppress(KafkaException):
-            futures[prepared.topic].result(timeout=REQUEST_TIMEOUT_S)
+            futures[topic].result(timeout=REQUEST_TIMEOUT_S)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -156,7 +159,8 @@ class KafkaTarget:
             "topic_prefix": self.topic_prefix,
         }
 
-    def _create_topic(self, topic: str, partitions: int) -> None:
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` and wait until every partition has a leader."""
         new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
         futures = self._admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)
         try:
@@ -177,7 +181,9 @@ class KafkaTarget:
             time.sleep(0.1)
         raise BenchSetupError(f"topic {topic!r} got no leader within {REQUEST_TIMEOUT_S} s")
 
-    def _produce(self, topic: str, messages: int, keys: int) -> int:
+    def produce(self, topic: str, messages: int, keys: int, batch_messages: int = 10_000) -> int:
+        """Write the backlog of ``messages`` (see :func:`backlog`) in record batches of at
+        most ``batch_messages``; return how many were written."""
         errors: list[str] = []
 
         def on_error(error: KafkaError | None, message: Message) -> None:
@@ -189,7 +195,7 @@ class KafkaTarget:
                 "bootstrap.servers": self.bootstrap_servers,
                 "enable.idempotence": True,
                 "linger.ms": 5,
-                "batch.num.messages": 10_000,
+                "batch.num.messages": batch_messages,
                 "partitioner": "murmur2_random",
                 "delivery.report.only.error": True,
                 "on_delivery": on_error,
