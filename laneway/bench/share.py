@@ -19,7 +19,7 @@ Two measurements on a Kafka >= 4.2 broker with ``share.version=1``:
   counts, and every round's msg/s is printed.
 
 ``--messages`` sets both ``messages`` and ``trivial_messages``; ``--work-ms`` sets
-``work_ms``. One run with the defaults takes about two minutes.
+``work_ms``. One run with the defaults takes two to three minutes.
 
 Goals printed with the results: the share source reaches 0.8 of the bare loop, and 12
 share members finish the sleep workload 1.3x faster than the 8-partition classic group.
