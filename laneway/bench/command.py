@@ -19,6 +19,7 @@ from laneway.bench.scenarios import (
     DEFAULT_TOPIC_PREFIX,
     ENGINES,
     ORDERINGS,
+    SCENARIO_NAMES,
     SCENARIOS,
     Overrides,
 )
@@ -114,8 +115,10 @@ def _orderings(
     "--scenarios",
     default=",".join(SCENARIOS),
     show_default=True,
-    callback=_names(tuple(SCENARIOS)),
-    help="Comma-separated scenarios to run.",
+    callback=_names(SCENARIO_NAMES),
+    help="Comma-separated scenarios to run; 'share' (Kafka share group vs classic group, "
+    "and the share source vs a bare ShareConsumer loop; needs --bootstrap-servers of a "
+    "Kafka >= 4.2 broker with share.version=1) runs only when named.",
 )
 @click.option(
     "--engines",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,17 @@ from laneway.bench.results import (
     merge_rows,
     write_json,
 )
-from laneway.bench.scenarios import MEMBERS, SCENARIOS, Overrides, RunSpec, Variant, plan
-from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
+from laneway.bench.scenarios import (
+    MEMBERS,
+    SCENARIOS,
+    SHARE_SCENARIO,
+    Overrides,
+    RunSpec,
+    Variant,
+    plan,
+)
+from laneway.bench.share import ShareBench, ShareBenchSettings
+from laneway.bench.targets import BenchSetupError, EmbeddedTarget, KafkaTarget, Target
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
 
@@ -74,6 +83,12 @@ def run_bench(options: BenchOptions) -> bool:
         target = kafka
     else:
         target = EmbeddedTarget()
+    share = SHARE_SCENARIO in options.scenarios
+    if share and not isinstance(target, KafkaTarget):
+        raise BenchSetupError(
+            "the share scenario needs a Kafka broker (>= 4.2, share.version=1): give "
+            "--bootstrap-servers HOST:PORT"
+        )
     runs = plan(
         options.scenarios, options.engines, options.overrides, options.repeat, options.instruments
     )
@@ -130,8 +145,12 @@ def run_bench(options: BenchOptions) -> bool:
     loop_name = resolve(options.event_loop).value
     if "async" in options.engines:
         title += f"; async engine on {loop_name}"
-    if merged:  # none when only the members scenario ran
+    if merged:  # none when only the members or share scenarios ran
         print_report(console, merged, title, advice, limits, loop_name)
+    shared: dict[str, Any] | None = None
+    if share:
+        assert isinstance(target, KafkaTarget)
+        shared = ShareBench(target, _share_settings(options.overrides), console).run()
     costs = cost_lines(merged)
     if costs:
         console.print()
@@ -145,9 +164,10 @@ def run_bench(options: BenchOptions) -> bool:
     members_report = None
     if MEMBERS in options.scenarios:
         members_report = _run_members(options, console, err)
-    _write_outputs(console, options, settings, merged, advice, members_report)
+    _write_outputs(console, options, settings, merged, advice, members_report, shared)
     members_ok = members_report is None or members.is_valid(members_report)
-    return all(is_valid(r) for r in merged) and members_ok
+    shared_ok = shared is None or bool(shared["valid"])
+    return all(is_valid(r) for r in merged) and members_ok and shared_ok
 
 
 def _run_members(options: BenchOptions, console: Console, err: Console) -> members.MembersReport:
@@ -162,6 +182,18 @@ def _run_members(options: BenchOptions, console: Console, err: Console) -> membe
     console.print()
     members.print_report(console, report)
     return report
+
+
+def _share_settings(overrides: Overrides) -> ShareBenchSettings:
+    """The share scenario's settings, with ``--messages`` (for the members runs and the
+    trivial loops alike, as for every scenario) and ``--work-ms`` applied."""
+    defaults = ShareBenchSettings()
+    return replace(
+        defaults,
+        messages=overrides.messages or defaults.messages,
+        trivial_messages=overrides.messages or defaults.trivial_messages,
+        work_ms=defaults.work_ms if overrides.work_ms is None else overrides.work_ms,
+    )
 
 
 def _variant_key(spec: RunSpec) -> tuple[str, str]:
@@ -192,6 +224,7 @@ def _write_outputs(
     rows: list[Row],
     advice: list[dict[str, Any]],
     members_report: members.MembersReport | None = None,
+    shared: dict[str, Any] | None = None,
 ) -> None:
     if options.profile_dir is not None:
         console.print(
@@ -206,6 +239,8 @@ def _write_outputs(
         doc = document(rows, settings, advice)
         if members_report is not None:
             doc["members"] = members_report.as_json()
+        if shared is not None:
+            doc["share"] = shared
         write_json(options.json_path, doc)
         console.print(f"\nwrote {options.json_path}", highlight=False)
     if options.plot_dir is not None:

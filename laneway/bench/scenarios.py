@@ -128,6 +128,15 @@ MEMBERS = "members"
 """The scenario run by :mod:`laneway.bench.members` (members and workers, not engines)."""
 
 
+SHARE_SCENARIO = "share"
+"""The share-group scenario (Kafka only; :mod:`laneway.bench.share`): members of a share
+group against a classic consumer group, and the share source against a bare loop. It is
+not expanded into engine runs, and runs only when named in ``--scenarios``."""
+
+SCENARIO_NAMES = (*SCENARIOS, SHARE_SCENARIO)
+"""Every scenario ``--scenarios`` accepts."""
+
+
 @dataclass(frozen=True)
 class Overrides:
     """Command-line values that replace every selected scenario's own (``None``: keep)."""
@@ -217,8 +226,8 @@ def plan(
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
-        if name == MEMBERS:
-            continue  # laneway.bench.members runs it
+        if name in (MEMBERS, SHARE_SCENARIO):
+            continue  # laneway.bench.members and laneway.bench.share run these
         scenario = overrides.apply(SCENARIOS[name])
         for variant in variants(scenario):
             for rep in range(1, repeat + 1):

@@ -138,7 +138,7 @@ class KafkaTarget:
         topic = unique_name(self.topic_prefix, prefix)
         self.create_topic(topic, partitions)
         started = time.perf_counter()
-        produced = self._produce(topic, messages, keys)
+        produced = self.produce(topic, messages, keys)
         group = unique_name(self.topic_prefix, "group")
         return Prepared(topic, group, produced, time.perf_counter() - started)
 
@@ -209,10 +209,18 @@ class KafkaTarget:
         same number, as when the seed's bus spreads events round robin."""
         return self._send(topic, ((None, encode_value(i), i % partitions) for i in range(messages)))
 
-    def _produce(self, topic: str, messages: int, keys: int) -> int:
-        return self._send(topic, ((key, value, None) for key, value in backlog(messages, keys)))
+    def produce(self, topic: str, messages: int, keys: int, batch_messages: int = 10_000) -> int:
+        """Write the backlog of ``messages`` (see :func:`backlog`) in record batches of at
+        most ``batch_messages``; return how many were written."""
+        records = ((key, value, None) for key, value in backlog(messages, keys))
+        return self._send(topic, records, batch_messages)
 
-    def _send(self, topic: str, records: Iterator[tuple[bytes | None, bytes, int | None]]) -> int:
+    def _send(
+        self,
+        topic: str,
+        records: Iterator[tuple[bytes | None, bytes, int | None]],
+        batch_messages: int = 10_000,
+    ) -> int:
         errors: list[str] = []
 
         def on_error(error: KafkaError | None, message: Message) -> None:
@@ -224,7 +232,7 @@ class KafkaTarget:
                 "bootstrap.servers": self.bootstrap_servers,
                 "enable.idempotence": True,
                 "linger.ms": 5,
-                "batch.num.messages": 10_000,
+                "batch.num.messages": batch_messages,
                 "partitioner": "murmur2_random",
                 "delivery.report.only.error": True,
                 "on_delivery": on_error,
