@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -12,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from laneway.config import ConsumerConfig, ConsumerOptions
 from laneway.control.plane import ControlPlane
-from laneway.engines.factory import build_engine
+from laneway.engines.factory import build_engine, limits_of
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.health import Health
+from laneway.limits.gate import AsyncGate, ThreadGate, gate_for
 from laneway.observability.start import start_tracing
-from laneway.options import EventLoop, seconds, whole_number
+from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
 
@@ -72,6 +74,7 @@ class Consumer:
         self._stop = threading.Event()
         self._abort = threading.Event()
         self._plane: ControlPlane | None = None
+        self._gate: ThreadGate | AsyncGate | None = None
         self._ran = False
         self._state = "new"
 
@@ -138,7 +141,10 @@ class Consumer:
         """A snapshot of counters, commits and latency; safe to call from any thread."""
         if self._plane is None:
             return ConsumerStats()
-        return self._plane.stats()
+        stats = self._plane.stats()
+        if self._gate is not None and self._gate.limit is not None:
+            stats = dataclasses.replace(stats, concurrency_limit=self._gate.limit)
+        return stats
 
     # -- internals ------------------------------------------------------------------
 
@@ -160,7 +166,10 @@ class Consumer:
         self._state = "starting"
         tracing = start_tracing(self.config.tracing, self._source)
         hooks = [] if tracing is None else [tracing.hook]
-        engine = build_engine(self.config, self._handler, self._stop, loop, hooks)
+        engine_kind = self.config.engine
+        if engine_kind is not EngineKind.PROCESS:  # process workers make their own
+            self._gate = gate_for(limits_of(self.config), engine_kind is EngineKind.ASYNC)
+        engine = build_engine(self.config, self._handler, self._stop, loop, hooks, self._gate)
         plane = ControlPlane(self._source, engine, self.config, self._stop, tracing)
         try:
             engine.start(plane.completions)
@@ -180,7 +189,7 @@ class Consumer:
                 plane.shut_down(self._abort)
             finally:
                 self._state = "stopped"
-        return plane.stats()
+        return self.stats()
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         if self._stop.is_set():

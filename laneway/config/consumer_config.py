@@ -2,7 +2,7 @@
 
 Each option is one field of an option group (:mod:`~laneway.config.running`,
 :mod:`~laneway.config.flow`, :mod:`~laneway.config.failures`,
-:mod:`~laneway.config.observing`) whose metadata holds an
+:mod:`~laneway.config.limits`, :mod:`~laneway.config.observing`) whose metadata holds an
 :class:`~laneway.options.OptionSpec`; :class:`ConsumerConfig` is all groups at once.
 Everything else is derived from these fields: the validation of ``Consumer(...)``
 keywords (:meth:`ConsumerConfig.from_options`), the options table in this class's
@@ -25,17 +25,25 @@ from dataclasses import dataclass, field
 
 from laneway.config.failures import FailureKeywords, FailureOptions
 from laneway.config.flow import FlowKeywords, FlowOptions
+from laneway.config.limits import LimitKeywords, LimitOptions
 from laneway.config.observing import ObservingKeywords, ObservingOptions
 from laneway.config.running import RunningKeywords, RunningOptions
 from laneway.errors import ConfigError
-from laneway.options import ENV_PREFIX, EngineKind, EventLoop, OptionSpec, Ordering
+from laneway.options import (
+    ENV_PREFIX,
+    ConcurrencyLimit,
+    EngineKind,
+    EventLoop,
+    OptionSpec,
+    Ordering,
+)
 from laneway.retry import RetryPolicy
 
 
 # A dataclass takes the fields of its bases in reverse order of the bases, so the groups
 # are listed last-to-first: running options come first in every derived list.
 @dataclass(frozen=True)
-class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptions):
+class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions, RunningOptions):
     """The validated, immutable options of a :class:`laneway.Consumer`.
 
     Build it with :meth:`from_options` (what ``Consumer(...)`` does) or directly with
@@ -60,6 +68,15 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
                 f"engine={engine.value!r}: a thread cannot be interrupted; use engine='async' "
                 "(the attempt is cancelled) or engine='process' (the worker is replaced)"
             )
+        if self.concurrency_limit is ConcurrencyLimit.ADAPTIVE and engine in (
+            EngineKind.SYNC,
+            EngineKind.PROCESS,
+        ):
+            raise ConfigError(
+                f"concurrency_limit='adaptive' is not valid with engine={engine.value!r}: "
+                "the sync engine runs one handler at a time and process workers one each; "
+                "use engine='thread' or 'async' (max_rate works with every engine)"
+            )
         retry = RetryPolicy(
             self.max_retries, self.retry_backoff, self.retry_backoff_max, self.handler_timeout
         )
@@ -77,7 +94,9 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
         return config
 
 
-class ConsumerOptions(RunningKeywords, FlowKeywords, FailureKeywords, ObservingKeywords):
+class ConsumerOptions(
+    RunningKeywords, FlowKeywords, FailureKeywords, LimitKeywords, ObservingKeywords
+):
     """The keywords of ``Consumer(...)``, typed (see :class:`ConsumerConfig` for each)."""
 
 
@@ -126,7 +145,7 @@ def options_table() -> str:
 
 
 def _show(value: object) -> str:
-    if isinstance(value, (EngineKind, Ordering, EventLoop)):
+    if isinstance(value, (EngineKind, Ordering, EventLoop, ConcurrencyLimit)):
         return repr(value.value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 10_000:
         return f"{value:,}"

@@ -8,6 +8,13 @@ retried is decided in :mod:`laneway.retry`; what is reported when, here.
 *Attempt hooks* (:class:`AttemptHook`) wrap every attempt of the handler, retries
 included: timing, tracing, or the process worker's timeout stamp. They are applied once,
 when the invoker is built, so a consumer without hooks calls the user's function directly.
+
+*Limits* (``max_rate``, ``concurrency_limit="adaptive"``) are a gate each message passes
+before its handler runs (:mod:`laneway.limits.gate`): outside the attempt, so waiting there
+counts neither as handler time nor against ``handler_timeout``. A message is taken from
+its run before the wait, so that idle workers (which take over the unstarted tail of a
+busy worker's run in unordered mode) cannot keep robbing the worker at the head of the
+gate's queue. Without limits no gate exists and the loops below skip it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Protocol
 
 from laneway.engines.base import Completions, InFlight
 from laneway.lifecycle import Lifecycle
+from laneway.limits.gate import AsyncGate, ThreadGate
 from laneway.retry import (
     Interrupted,
     Outcome,
@@ -116,6 +124,17 @@ class _Report:
         if attempts > 1:
             self.retries[message.topic] = self.retries.get(message.topic, 0) + attempts - 1
 
+    def settled(self) -> float:
+        """The message that just ran is settled (the gate needs its time at once): its
+        seconds since it started, noted as its handler time when timed and it finished;
+        nothing runs until the next :meth:`start`."""
+        now = time.monotonic()
+        if self._timed:
+            self._time(now)
+        slot = self._slot
+        slot.message = None
+        return now - slot.since
+
     def end(self) -> None:
         """The run is over (or aborted): nothing is running, everything is reported."""
         if self._timed:
@@ -146,6 +165,7 @@ class Invoker:
         hooks: Sequence[AttemptHook] = (),
         is_async: bool = False,
         timed: bool = False,
+        gate: ThreadGate | AsyncGate | None = None,
     ) -> None:
         self.policy = policy
         self.timed = timed
@@ -159,6 +179,10 @@ class Invoker:
                 self._async = hook.wrap_async(self._async)
             else:
                 self._sync = hook.wrap(self._sync)
+        self._thread_gate = gate if isinstance(gate, ThreadGate) else None
+        self._async_gate = gate if isinstance(gate, AsyncGate) else None
+        if gate is not None and isinstance(gate, AsyncGate) != is_async:
+            raise TypeError("an async handler needs an AsyncGate, a plain one a ThreadGate")
 
     def run(
         self,
@@ -180,6 +204,7 @@ class Invoker:
         policy = self.policy
         report = _Report(completions, slot, self.timed)
         wait = _waiter(stop)
+        gate = self._thread_gate
         try:
             while run:
                 if stop.is_set():
@@ -188,7 +213,11 @@ class Invoker:
                     message = run.popleft()
                 except IndexError:
                     break
+                if gate is not None and not gate.enter(stop):
+                    run.appendleft(message)
+                    break
                 report.start(message)
+                failed = False
                 try:
                     result = handler(message)
                     if result is not None:
@@ -196,10 +225,13 @@ class Invoker:
                 except BaseException as first_error:
                     if aborts(first_error):
                         raise
+                    failed = True
                     try:
                         error, attempts = retry(handler, message, policy, wait, first_error)
                     except Interrupted:
                         run.appendleft(message)
+                        if gate is not None:
+                            gate.leave(None, True)
                         break
                     report.retried(message, attempts)
                     if error is None:
@@ -208,6 +240,8 @@ class Invoker:
                         report.failed.append(Failure(message, *error))
                 else:
                     report.done.append(message)
+                if gate is not None:
+                    gate.leave(report.settled(), failed)
         finally:
             report.end()
 
@@ -219,9 +253,16 @@ class Invoker:
         policy = self.policy
         report = _Report(completions, slot, self.timed)
         inline = policy.timeout is None
+        gate = self._async_gate
         try:
             while run:
                 message = run.popleft()
+                if gate is not None:
+                    try:
+                        await gate.enter()
+                    except BaseException:
+                        run.appendleft(message)
+                        raise
                 report.start(message)
                 try:
                     if inline:
@@ -234,17 +275,21 @@ class Invoker:
                             error, attempts = outcome
                             report.retried(message, attempts)
                         else:
-                            error = None
+                            error, attempts = None, 1
                     else:
                         error, attempts = await call_async(handler, message, policy)
                         report.retried(message, attempts)
                 except BaseException:
                     run.appendleft(message)
+                    if gate is not None:
+                        gate.leave(None, False)
                     raise
                 if error is None:
                     report.done.append(message)
                 else:
                     report.failed.append(Failure(message, *error))
+                if gate is not None:
+                    gate.leave(report.settled(), attempts > 1 or error is not None)
         finally:
             report.end()
 
@@ -262,14 +307,19 @@ class Invoker:
         durations: list[float] = []
         retried: list[tuple[int, int]] = []
         timed = self.timed
+        gate = self._thread_gate
         progress[INDEX] = -1
         progress[BATCH_ID] = batch_id
         for index, row in enumerate(rows):
             if row is None:
                 continue
+            if gate is not None:
+                gate.enter(_NEVER)
             progress[INDEX] = index
-            started = time.monotonic() if timed else 0.0
+            started = time.monotonic() if timed or gate else 0.0
             error, attempts = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            if gate is not None:
+                gate.leave(time.monotonic() - started, attempts > 1 or error is not None)
             if timed:
                 durations.append(time.monotonic() - started)
             if attempts > 1:
@@ -311,6 +361,10 @@ class AttemptStamp:
 
     def wrap_async(self, handler: AsyncHandler) -> AsyncHandler:
         raise TypeError("process workers run plain functions only")
+
+
+_NEVER = threading.Event()
+"""A stop that never comes: process workers are stopped by their parent, not by a flag."""
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], bool]:

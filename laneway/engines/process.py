@@ -57,6 +57,7 @@ from laneway.engines.process_slot import (
     stop_all,
 )
 from laneway.errors import HandlerImportError, LanewayError
+from laneway.limits.gate import Limits
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import lane_function
@@ -98,10 +99,12 @@ class ProcessEngine:
         policy: RetryPolicy | None = None,
         hooks: Sequence[AttemptHook] = (),
         timed: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         self._handler = handler
         self._hooks = tuple(hooks)
         self._timed = timed
+        self._limits = limits
         self._ordering = ordering
         self._n = whole_number(concurrency, "concurrency")
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
@@ -156,7 +159,8 @@ class ProcessEngine:
         self._completions = completions
         name = describe_handler(self._handler)
         try:
-            self._blob = pickle.dumps((self._handler, self._hooks, self._timed), protocol=5)
+            blob = (self._handler, self._hooks, self._timed, self._limits)
+            self._blob = pickle.dumps(blob, protocol=5)
         except Exception as error:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
