@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,10 +27,13 @@ from laneway.bench.results import (
     merge_rows,
     write_json,
 )
-from laneway.bench.scenarios import Overrides, RunSpec, Variant, plan
+from laneway.bench.scenarios import SCENARIOS, Overrides, RunSpec, Variant, plan
 from laneway.bench.targets import EmbeddedTarget, KafkaTarget, Target
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
+
+if TYPE_CHECKING:
+    from laneway.bench.load_bench import LoadOptions
 
 WIDE = 240
 """Table width when stdout is not a terminal (files, pipes, tests): never squash columns."""
@@ -53,6 +56,8 @@ class BenchOptions:
     plot_dir: Path | None
     profile_dir: Path | None
     instruments: tuple[str, ...] = ()
+    load: LoadOptions | None = None
+    """The spike and paced scenarios' choices, when any of them is asked for."""
 
 
 def stdout_console() -> Console:
@@ -64,6 +69,28 @@ def run_bench(options: BenchOptions) -> bool:
     """Run the whole benchmark and print it; True when every row is valid."""
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     console = stdout_console()
+    rows: list[Row] = []
+    advice: list[dict[str, Any]] = []
+    target: Target | None = None
+    if any(name in SCENARIOS for name in options.scenarios):
+        target, rows, advice = _run_engines(options, console)
+    if options.load is not None:
+        from laneway.bench.load_bench import run_load_bench
+        from laneway.bench.load_report import print_load_report
+
+        err = Console(stderr=True)
+        loaded = run_load_bench(options.load, lambda text: err.print(text, highlight=False))
+        print_load_report(console, loaded, "laneway bench: reservations on Kafka and PostgreSQL")
+        rows += loaded
+    settings = _settings(options, target, started_at)
+    _write_outputs(console, options, settings, rows, advice)
+    return all(is_valid(r) for r in rows)
+
+
+def _run_engines(
+    options: BenchOptions, console: Console
+) -> tuple[Target, list[Row], list[dict[str, Any]]]:
+    """The engine scenarios: every planned run, the report; the target, rows and advice."""
     err = Console(stderr=True)
     target: Target
     if options.bootstrap_servers:
@@ -72,9 +99,8 @@ def run_bench(options: BenchOptions) -> bool:
         target = kafka
     else:
         target = EmbeddedTarget()
-    runs = plan(
-        options.scenarios, options.engines, options.overrides, options.repeat, options.instruments
-    )
+    names = [name for name in options.scenarios if name in SCENARIOS]
+    runs = plan(names, options.engines, options.overrides, options.repeat, options.instruments)
     rows: list[Row] = []
     needs_echo = "io" in options.scenarios and any(s.engine != "raw" for s in runs)
     with contextlib.ExitStack() as stack:
@@ -129,9 +155,7 @@ def run_bench(options: BenchOptions) -> bool:
         console.print("[bold]Instrumentation[/bold] (throughput with it on / off, same run)")
         for line in costs:
             console.print(f"  {line}", highlight=False)
-    settings = _settings(options, target, started_at)
-    _write_outputs(console, options, settings, merged, advice)
-    return all(is_valid(r) for r in merged)
+    return target, merged, advice
 
 
 def _variant_key(spec: RunSpec) -> tuple[str, str]:
@@ -184,9 +208,11 @@ def _write_outputs(
         )
 
 
-def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[str, Any]:
+def _settings(options: BenchOptions, target: Target | None, started_at: str) -> dict[str, Any]:
+    load = options.load
     return {
-        "target": target.describe(),
+        "target": None if target is None else target.describe(),
+        "load": None if load is None else _load_settings(load),
         "scenarios": list(options.scenarios),
         "engines": list(options.engines),
         "event_loop": resolve(options.event_loop).value,
@@ -197,4 +223,20 @@ def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[st
         "overrides": asdict(options.overrides),
         "started_at": started_at,
         "argv": list(sys.argv),
+    }
+
+
+def _load_settings(load: LoadOptions) -> dict[str, Any]:
+    """The load benchmarks' choices for the JSON document (no DSN: it may hold secrets)."""
+    return {
+        "scenarios": list(load.scenarios),
+        "topologies": [t.name for t in load.topologies],
+        "requests": load.requests,
+        "rate": load.rate,
+        "duration_s": load.duration,
+        "partitions": load.partitions,
+        "pool": load.pool,
+        "statement_timeout_s": load.statement_timeout,
+        "slow_ms": load.slow_ms,
+        "traces": None if load.trace_dir is None else str(load.trace_dir),
     }
