@@ -137,3 +137,28 @@ def test_spike_and_paced_through_two_topologies_with_traces(
     assert document["settings"]["load"]["topologies"] == ["async c8", "2x sync"]
     assert (plots / "latency-spike.png").is_file() and (plots / "latency-paced.png").is_file()
     assert "Which topology wins" in result.output and "Slowest request" in result.output
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+def test_requests_that_fail_for_good_are_counted_as_dead_letters_not_lost(
+    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """From 1 s to 2 s of a 3 s paced run every reservation holds a lock for 1 s and the
+    0.05 s statement timeout cancels it: requests of the window's first 0.3 s fail all four
+    attempts (retries within 0.7 s) and are dead-lettered; every request is accounted for."""
+    json_path = tmp_path / "slowed.json"
+    result = invoke(
+        [
+            "--scenarios", "paced", "--rate", "50", "--duration", "3", "--slow-db", "1000",
+            "--statement-timeout", "0.05", "--topologies", "async c8",
+            "--bootstrap-servers", kafka_bootstrap, "--postgres-dsn", postgres_dsn,
+            "--topic-prefix", "load-test", "--json", str(json_path),
+        ]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(json_path.read_text())["rows"]
+    assert (row["status"], row["messages"], row["lost"]) == ("OK", 150, 0)
+    assert row["dead_lettered"] > 0 and row["done"] + row["dead_lettered"] == 150
+    assert row["database_check"] == "PASS"
+    assert row["slow_window_s"][0] == pytest.approx(1.0, abs=0.2)

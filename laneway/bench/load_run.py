@@ -41,7 +41,9 @@ WARM_UP = 64
 WARM_UP_TIMEOUT_S = 120.0
 SETTLE_S = 15.0
 """Seconds without a new outcome, after the last produce, after which the requests still
-without one are counted (dead-lettered, or lost) instead of waited for."""
+without an outcome or a dead letter are counted as lost instead of waited for."""
+QUIET_S = 0.5
+"""Seconds without a new outcome after which the dead letters are counted too."""
 POLL_S = 0.02
 
 
@@ -136,10 +138,13 @@ def run_load(
                     producer.paced(wanted, load.rate)
                 producer.flush()
             outcome.produced = producer.produced
-            outcome.status = _wait_for_outcomes(settings, prefix, load.count, consumers, counter)
+            outcome.status = _wait_for_outcomes(
+                settings, topic, prefix, load.count, consumers, counter
+            )
             outcome.cpu_s = consumers.cpu_seconds() - cpu_before
             outcome.peak_rss_mb = consumers.peak_rss_mb()
             code = stopped()
+            outcome.dead_letters = dead_letters(settings.bootstrap, f"{topic}.dlq")
             if code != 0 and outcome.status == OK:
                 outcome.status, outcome.error = ERROR, f"laneway run exited with {code}"
             if outcome.status != OK and outcome.error is None:
@@ -148,7 +153,6 @@ def run_load(
             outcome.status, outcome.error = ERROR, f"{type(error).__name__}: {error}"
             return outcome
     outcome.timings = database.timings(settings.dsn, prefix)
-    outcome.dead_letters = dead_letters(settings.bootstrap, f"{topic}.dlq")
     outcome.conflicts = database.conflicts(settings.dsn)
     if outcome.timings:
         outcome.slowest = max(outcome.timings, key=lambda t: t[2] - t[1])[0]
@@ -256,14 +260,16 @@ def _slowed(
 
 def _wait_for_outcomes(
     settings: LoadSettings,
+    topic: str,
     prefix: str,
     count: int,
     consumers: ConsumerProcesses,
     counter: database.Counter,
 ) -> str:
-    """Wait until ``count`` requests have outcomes, or none arrived for ``SETTLE_S``."""
+    """Wait until each of ``count`` requests has an outcome or a dead letter, or nothing
+    moved for ``SETTLE_S`` (dead letters are looked for once outcomes pause ``QUIET_S``)."""
     deadline = time.monotonic() + settings.timeout
-    seen, moved = -1, time.monotonic()
+    seen, moved, looked = -1, time.monotonic(), 0.0
     while True:
         done = counter.count(prefix)
         now = time.monotonic()
@@ -271,8 +277,12 @@ def _wait_for_outcomes(
             return OK
         if done != seen:
             seen, moved = done, now
+        elif now - moved > QUIET_S and now - looked > QUIET_S:
+            looked = now
+            if done + dead_letters(settings.bootstrap, f"{topic}.dlq") >= count:
+                return OK
         if now - moved > SETTLE_S:
-            return OK  # the rest failed for good: counted as dead letters or lost
+            return OK  # the rest is counted as lost
         if now > deadline:
             return TIMEOUT
         if not consumers.alive():
