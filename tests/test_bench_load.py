@@ -65,9 +65,11 @@ def test_spike_and_paced_take_one_partition_count() -> None:
     assert result.exit_code == 2 and "one partition count" in result.output
 
 
-def outcome(name: str, seconds: float, cpu: float, dead: int = 0) -> LoadOutcome:
+def outcome(
+    name: str, seconds: float, cpu: float, dead: int = 0, scenario: str = "spike"
+) -> LoadOutcome:
     """A finished run whose 100 requests took 10 ms .. ``seconds`` each."""
-    result = LoadOutcome(parse_topology(name), Load("spike", 100))
+    result = LoadOutcome(parse_topology(name), Load(scenario, 100))
     result.timings = [
         (f"r{i}", 1000.0, 1000.0 + 0.01 + (seconds - 0.01) * i / 99) for i in range(100 - dead)
     ]
@@ -97,6 +99,10 @@ def test_rows_merge_repetitions_and_the_verdict_names_the_winners() -> None:
     assert lines[0] == "spike v:"
     assert lines[1].startswith("  sell-out: async c64 0.60 s (next: 4x sync 0.80 s")
     assert "1x sync" not in "".join(lines)  # it dead-lettered requests: no contest
+    paced = [load_row(outcome(t, 0.5, 0.2, scenario="paced"), "v") for t in ("1x sync", "4x sync")]
+    assert [line.split(":")[0] for line in verdict(paced)] == [
+        "paced v", "  p99", "  requests per CPU second", "  peak RSS"
+    ]  # fmt: skip
 
 
 @pytest.mark.kafka

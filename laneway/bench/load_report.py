@@ -185,8 +185,8 @@ def _marked(count: int) -> str:
 
 
 def verdict(rows: Sequence[Row]) -> list[str]:
-    """Per scenario and variant: which topology wins on sell-out, on p99, per CPU second
-    and on memory, with the runner-up, among runs that finished every request."""
+    """Per scenario and variant: which topology wins on sell-out (spike only), on p99, per
+    CPU second and on memory, with the runner-up, among runs that finished every request."""
     lines: list[str] = []
     for key in dict.fromkeys((r["scenario"], r["variant"]) for r in rows):
         mine = [
@@ -197,7 +197,8 @@ def verdict(rows: Sequence[Row]) -> list[str]:
         if len(mine) < 2:
             continue
         lines.append(f"{key[0]} {key[1]}:")
-        lines.append("  " + _best(mine, "sell-out", lambda r: r["runtime_s"], "{:.2f} s"))
+        if key[0] == "spike":  # a paced run lasts as long as its producer, whoever consumes
+            lines.append("  " + _best(mine, "sell-out", lambda r: r["runtime_s"], "{:.2f} s"))
         lines.append("  " + _best(mine, "p99", lambda r: r["latency_ms"]["p99"], "{:,.0f} ms"))
         per_cpu = _best(
             mine, "requests per CPU second", lambda r: -(r["per_cpu_s"] or 0.0), "{:,.0f}"
