@@ -143,6 +143,7 @@ def test_spike_and_paced_through_two_topologies_with_traces(
     assert document["settings"]["load"]["topologies"] == ["async c8", "2x sync"]
     assert (plots / "latency-spike.png").is_file() and (plots / "latency-paced.png").is_file()
     assert "Which topology wins" in result.output and "Slowest request" in result.output
+    assert "[ticketing-producer]" in result.output and "[ticketing-consumer]" in result.output
 
 
 @pytest.mark.kafka

@@ -247,4 +247,4 @@ def print_load_report(console: Console, rows: Sequence[Row], title: str) -> None
             highlight=False,
         )
         for line in row["trace"]:
-            console.print(f"  {line}", highlight=False, soft_wrap=True)
+            console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
