@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -23,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.control.durability import check_exactly_once
 from laneway.control.plane import ControlPlane
-from laneway.engines.factory import build_engine
+from laneway.engines.factory import build_engine, limits_of
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.health import Health
+from laneway.limits.gate import AsyncGate, ThreadGate, gate_for
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.sources.base import Source
@@ -120,6 +122,7 @@ class Consumer:
         self._stop = threading.Event()
         self._abort = threading.Event()
         self._plane: ControlPlane | None = None
+        self._gate: ThreadGate | AsyncGate | None = None
         self._ran = False
         self._state = "new"
 
@@ -186,7 +189,10 @@ class Consumer:
         """A snapshot of counters, commits and latency; safe to call from any thread."""
         if self._plane is None:
             return ConsumerStats()
-        return self._plane.stats()
+        stats = self._plane.stats()
+        if self._gate is not None and self._gate.limit is not None:
+            stats = dataclasses.replace(stats, concurrency_limit=self._gate.limit)
+        return stats
 
     # -- internals ------------------------------------------------------------------
 
@@ -209,7 +215,9 @@ class Consumer:
         tracing = start_tracing(self.config.tracing, self._source)
         hooks = [] if tracing is None else [tracing.hook]
         config = engine_config(self.config, self._capabilities)
-        engine = build_engine(config, self._handler, self._stop, loop, hooks)
+        if config.engine is not EngineKind.PROCESS:  # process workers make their own
+            self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
+        engine = build_engine(config, self._handler, self._stop, loop, hooks, self._gate)
         plane = ControlPlane(self._source, engine, self.config, self._stop, tracing)
         try:
             engine.start(plane.completions)
@@ -229,7 +237,7 @@ class Consumer:
                 plane.shut_down(self._abort)
             finally:
                 self._state = "stopped"
-        return plane.stats()
+        return self.stats()
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         if self._stop.is_set():

@@ -24,6 +24,8 @@ TracingModeName = Literal["auto", "off"]
 """The values of :class:`TracingMode`, for type checkers (a test keeps the two equal)."""
 StallActionName = Literal["warn", "exit"]
 """The values of :class:`StallAction`, for type checkers (a test keeps the two equal)."""
+ConcurrencyLimitName = Literal["fixed", "adaptive"]
+"""The values of :class:`ConcurrencyLimit`, for type checkers (a test keeps the two equal)."""
 
 
 class EngineKind(str, enum.Enum):
@@ -81,6 +83,19 @@ class StallAction(str, enum.Enum):
 
     WARN = "warn"
     EXIT = "exit"
+
+
+class ConcurrencyLimit(str, enum.Enum):
+    """How many handlers may run at once.
+
+    ``fixed`` (default): ``concurrency``, always. ``adaptive``: a limit between 1 and
+    ``concurrency`` that follows the handlers' latency and errors, so a downstream that
+    slows down gets fewer calls at once instead of a queue of them (see
+    :mod:`laneway.limits.adaptive`); thread and async engines only.
+    """
+
+    FIXED = "fixed"
+    ADAPTIVE = "adaptive"
 
 
 STALL_EXIT_CODE = 4
@@ -178,7 +193,7 @@ class OptionSpec:
 
     help: str
     check: Callable[[Any, str], Any]
-    kind: Literal["int", "seconds", "bool", "choice", "text", "object"]
+    kind: Literal["int", "number", "seconds", "bool", "choice", "text", "object"]
     tuning: str = ""
     choices: tuple[str, ...] = ()
     nullable: bool = False
@@ -202,13 +217,12 @@ class OptionSpec:
                 raise ConfigError(
                     f"{name}={text!r} is not valid; expected a whole number"
                 ) from None
-        if self.kind == "seconds":
+        if self.kind in ("seconds", "number"):
+            what = "a number of seconds" if self.kind == "seconds" else "a number"
             try:
-                return float(raw)
+                return float(raw.replace("_", ""))
             except ValueError:
-                raise ConfigError(
-                    f"{name}={text!r} is not valid; expected a number of seconds"
-                ) from None
+                raise ConfigError(f"{name}={text!r} is not valid; expected {what}") from None
         if self.kind == "bool":
             if raw.lower() in _TRUE_TEXT:
                 return True
@@ -254,6 +268,25 @@ def duration(
         if value is None and nullable:
             return None
         return seconds(value, name, allow_zero=allow_zero)
+
+    return check
+
+
+def positive(nullable: bool = False) -> Callable[[object, str], float | None]:
+    """A check accepting a finite number above 0 (or ``None`` when ``nullable``)."""
+
+    def check(value: object, name: str) -> float | None:
+        if value is None and nullable:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            none = " or None" if nullable else ""
+            raise ConfigError(f"{name}={value!r} is not valid; expected a number above 0{none}")
+        return float(value)
 
     return check
 

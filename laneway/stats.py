@@ -33,7 +33,8 @@ class ConsumerStats:
     ``oldest_in_flight``: seconds the longest-running message has been in its handler
     (0: none running); ``stalled``: the messages running longer than ``stall_timeout``
     (each a :class:`~laneway.types.Stall`). Both as of the stall watch's latest
-    look, at most about a second old.
+    look, at most about a second old. ``concurrency_limit``: with
+    ``concurrency_limit="adaptive"``, how many handlers may run at once now (else None).
     """
 
     processed: int = 0
@@ -55,6 +56,7 @@ class ConsumerStats:
     rebalances: int = 0
     oldest_in_flight: float = 0.0
     stalled: tuple[Stall, ...] = ()
+    concurrency_limit: int | None = None
 
     @property
     def handled(self) -> int:

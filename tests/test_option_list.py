@@ -17,6 +17,8 @@ from laneway.config import (
     options_table,
 )
 from laneway.options import (
+    ConcurrencyLimit,
+    ConcurrencyLimitName,
     EngineKind,
     EngineName,
     EventLoop,
@@ -43,6 +45,7 @@ def test_the_typed_keywords_are_exactly_the_options() -> None:
         (EventLoopName, EventLoop),
         (StallActionName, StallAction),
         (TracingModeName, TracingMode),
+        (ConcurrencyLimitName, ConcurrencyLimit),
     ],
 )
 def test_literal_names_equal_their_enum(literal: object, enum_type: type) -> None:

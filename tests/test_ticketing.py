@@ -1,9 +1,11 @@
-"""The ticketing example (examples/ticketing) on the real broker and the real PostgreSQL."""
+"""The ticketing workload (laneway.bench.tickets, examples/ticketing) on the real broker and
+the real PostgreSQL."""
 
 from __future__ import annotations
 
 import signal
-import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,11 +15,8 @@ import pytest
 from kafka_helpers import create_topic, unique_name
 from service_runs import Service, wait_until
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ticketing"
-sys.path.append(str(EXAMPLE))  # the example's modules are top-level, as `laneway run` sees them
-
-from ticket_checks import problems  # noqa: E402
-from ticket_requests import Request, prepare, produce, requests  # noqa: E402
+from laneway.bench.tickets.database import prepare, problems
+from laneway.bench.tickets.requests import Request, RequestProducer, requests
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -43,7 +42,8 @@ def services(tmp_path: Path, database: str) -> Iterator[Callable[[str], Service]
 
     def service(handler: str) -> Service:
         env = {"TICKETING_DSN": database, "TICKETING_POOL_SIZE": "8"}
-        started.append(Service(tmp_path, f"ticket_handlers:{handler}", [EXAMPLE], env))
+        ref = f"laneway.bench.tickets.handlers:{handler}"
+        started.append(Service(tmp_path, ref, [], env))
         return started[-1]
 
     yield service
@@ -65,7 +65,9 @@ def test_every_request_has_one_outcome_after_a_sigkill_and_restart(
     topic, group = unique_name("tickets"), unique_name("g")
     create_topic(kafka_bootstrap, topic, 8)
     load = requests(4_000, users=1_500, seats=SEATS)
-    produce(kafka_bootstrap, topic, load)
+    producer = RequestProducer(kafka_bootstrap, topic)
+    producer.spike(load)
+    producer.flush()
     args = (
         "--bootstrap-servers", kafka_bootstrap, "--group", group, "--topic", topic,
         "--engine", engine, "--concurrency", "16", "--config", str(service.kafka_file),
@@ -120,3 +122,37 @@ def test_sold_out_is_an_outcome_once_every_seat_is_taken(database: str) -> None:
             for i in range(SEATS + 2)
         ]
     assert [row[0] for row in statuses if row] == ["reserved"] * SEATS + ["sold_out"] * 2
+
+
+def test_a_copy_running_alongside_fails_and_its_retry_returns_the_first_outcome(
+    database: str,
+) -> None:
+    """A redelivery while the first copy is still in its transaction (a consumer that lost
+    its partition mid-call): the second copy waits, then fails as a whole, seat included;
+    laneway retries it and the retry returns what the first copy recorded."""
+    now = datetime.now(timezone.utc)
+    call = "SELECT reserve(%s, %s, 1, NULL, %s)"
+    with psycopg.connect(database) as first, psycopg.connect(database, autocommit=True) as copy:
+        row = first.execute(call, ("dup", "dana", now)).fetchone()  # transaction left open
+        assert row == ("reserved",)
+        failures: list[BaseException] = []
+
+        def second_copy() -> None:
+            try:
+                copy.execute(call, ("dup", "dana", now))
+            except psycopg.errors.UniqueViolation as error:
+                failures.append(error)
+
+        waiter = threading.Thread(target=second_copy)
+        waiter.start()
+        time.sleep(0.3)
+        assert waiter.is_alive()  # blocked behind the first copy's outcome
+        first.commit()
+        waiter.join(10)
+        assert len(failures) == 1
+        retried = copy.execute(call, ("dup", "dana", now)).fetchone()
+    assert retried == ("reserved",)
+    assert problems(database, ["dup"]) == []
+    with psycopg.connect(database) as connection:
+        held = connection.execute("SELECT count(*) FROM seats WHERE owner = 'dana'").fetchone()
+    assert held == (1,)

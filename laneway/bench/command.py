@@ -16,25 +16,50 @@ import click
 
 from laneway.bench.pipelines import BATCH, DEFAULT_BATCH_SIZE, EXACTLY_ONCE, RESULTS
 from laneway.bench.scenarios import (
+    ALL_SCENARIOS,
     DEFAULT_TOPIC_PREFIX,
     ENGINES,
+    LOAD_PARTITIONS,
+    LOAD_POOL,
+    LOAD_SCENARIOS,
     ORDERINGS,
-    SCENARIO_NAMES,
+    PACED_DURATION,
+    PACED_RATE,
     SCENARIOS,
+    SPIKE_REQUESTS,
     Overrides,
 )
+from laneway.bench.topologies import DEFAULT_TOPOLOGIES, Topology, parse_topology
 from laneway.options import EventLoop, uvloop_installed
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
+POSTGRES_EXTRAS = ("asyncpg", "psycopg", "psycopg_pool")
+"""What the spike and paced scenarios need besides the bench extra (``laneway[postgres]``)."""
 
 
 def _missing_extra(error: ModuleNotFoundError) -> click.ClickException:
-    """The ClickException for a missing ``bench`` extra; re-raise anything else."""
-    if error.name is None or error.name.split(".")[0] not in EXTRAS:
+    """The ClickException for a missing ``bench`` (or ``postgres``) extra; re-raise
+    anything else."""
+    package = (error.name or "").split(".")[0]
+    if package in POSTGRES_EXTRAS:
+        return click.ClickException(
+            f"the spike and paced scenarios need {error.name!r}: pip install 'laneway[postgres]'"
+        )
+    if package not in EXTRAS:
         raise error
     return click.ClickException(
         f"laneway bench needs the optional dependency {error.name!r}: pip install 'laneway[bench]'"
     )
+
+
+def _topologies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[Topology, ...]:
+    try:
+        chosen = tuple(parse_topology(v) for v in value.split(",") if v.strip())
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+    if not chosen:
+        raise click.BadParameter("name at least one topology, e.g. 'async c64'")
+    return chosen
 
 
 def _names(
@@ -115,10 +140,11 @@ def _orderings(
     "--scenarios",
     default=",".join(SCENARIOS),
     show_default=True,
-    callback=_names(SCENARIO_NAMES),
-    help="Comma-separated scenarios to run; 'share' (Kafka share group vs classic group, "
-    "and the share source vs a bare ShareConsumer loop; needs --bootstrap-servers of a "
-    "Kafka >= 4.2 broker with share.version=1) runs only when named.",
+    callback=_names(ALL_SCENARIOS),
+    help="Comma-separated scenarios to run (members' member processes need Kafka). Run "
+    "only when named: share (a Kafka share group vs a classic group, and the share source vs "
+    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), spike and "
+    "paced (open-loop reservations on Kafka and PostgreSQL, compared by --topologies).",
 )
 @click.option(
     "--engines",
@@ -129,7 +155,9 @@ def _orderings(
     "(laneway's sync engine), thread, async, process.",
 )
 @click.option(
-    "--messages", type=click.IntRange(min=1), help="Messages per run (default: per scenario)."
+    "--messages",
+    type=click.IntRange(min=1),
+    help="Messages per run (default: per scenario; spike: requests produced at once).",
 )
 @click.option(
     "--partitions", callback=_counts, help="Partition counts, comma-separated (one run each)."
@@ -227,6 +255,66 @@ def _orderings(
     "creates and deletes its own), e.g. to keep them apart on a shared broker.",
 )
 @click.option(
+    "--topologies",
+    default=",".join(DEFAULT_TOPOLOGIES),
+    show_default=True,
+    callback=_topologies,
+    help="spike and paced: the consumer topologies compared, comma-separated, each "
+    "[Nx ]ENGINE[ cC][ adaptive][ maxR]: N member processes, engine sync/thread/async, "
+    "concurrency C, an adaptive concurrency limit, max_rate R per process.",
+)
+@click.option(
+    "--postgres-dsn",
+    metavar="DSN",
+    help="spike and paced: the PostgreSQL database (default: from a checkout, the server of "
+    "scripts/postgres, started and stopped again when not running). Its tables seats, "
+    "outcomes and slowdown are replaced.",
+)
+@click.option(
+    "--rate",
+    default=PACED_RATE,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="paced: requests produced per second.",
+)
+@click.option(
+    "--duration",
+    default=PACED_DURATION,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="paced: seconds of producing.",
+)
+@click.option(
+    "--pool",
+    default=LOAD_POOL,
+    show_default=True,
+    type=click.IntRange(min=1, max=1_000),
+    help="spike and paced: most database connections per consumer process (each process "
+    "opens min(concurrency, this)).",
+)
+@click.option(
+    "--statement-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="spike and paced: the database's statement_timeout in seconds on the consumers' "
+    "connections (default: none); a timed-out reservation fails and is retried.",
+)
+@click.option(
+    "--slow-db",
+    "slow_ms",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    help="paced: from a third to two thirds of the run, every reservation holds one lock for "
+    "this many milliseconds (the database then manages 1000 / MS a second).",
+)
+@click.option(
+    "--traces",
+    "trace_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="spike and paced: write OpenTelemetry spans of the producer and the consumers to "
+    "this directory (needs opentelemetry-sdk) and print the slowest request's trace. Tracing "
+    "costs CPU: measure with it off.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -269,6 +357,14 @@ def bench(
     json_path: Path | None,
     plot_dir: Path | None,
     profile_dir: Path | None,
+    topologies: tuple[Topology, ...],
+    postgres_dsn: str | None,
+    rate: float,
+    duration: float,
+    pool: int,
+    statement_timeout: float | None,
+    slow_ms: float,
+    trace_dir: Path | None,
 ) -> None:
     """Measure which engine fits which workload, with numbers.
 
@@ -277,14 +373,29 @@ def bench(
     duplicates), followed by a recommendation per scenario. Runs on the embedded log
     unless --bootstrap-servers is given. Exits 1 when a run failed, timed out, lost or
     duplicated a message, or broke the order.
+
+    spike and paced run reservation requests through Kafka into PostgreSQL, each topology
+    in turn (laneway run processes), and compare sell-out time, latency percentiles, CPU
+    seconds and memory; without --bootstrap-servers / --postgres-dsn, from a checkout,
+    they start scripts/kafka / scripts/postgres themselves.
     """
     if ctx.invoked_subcommand is not None:
         return
+    loads = tuple(s for s in scenarios if s in LOAD_SCENARIOS)
     try:
         from laneway.bench.runner import BenchOptions, run_bench
         from laneway.bench.targets import BenchSetupError
+
+        if loads:
+            from laneway.bench.load_bench import LoadOptions
     except ModuleNotFoundError as error:
         raise _missing_extra(error) from error
+    if loads and partitions is not None and len(partitions) > 1:
+        raise click.BadParameter(
+            "spike and paced take one partition count", param_hint="--partitions"
+        )
+    if loads and trace_dir is not None:
+        _instruments(None, True)  # --traces needs the OpenTelemetry SDK, as --tracing does
     overrides = Overrides(
         messages=messages,
         partitions=partitions,
@@ -313,6 +424,25 @@ def bench(
         json_path=json_path,
         plot_dir=plot_dir,
         profile_dir=profile_dir,
+        load=None
+        if not loads
+        else LoadOptions(
+            scenarios=loads,
+            topologies=topologies,
+            requests=messages or SPIKE_REQUESTS,
+            rate=rate,
+            duration=duration,
+            partitions=partitions[0] if partitions else LOAD_PARTITIONS,
+            pool=pool,
+            statement_timeout=statement_timeout,
+            slow_ms=slow_ms,
+            bootstrap=bootstrap_servers,
+            dsn=postgres_dsn,
+            topic_prefix=topic_prefix,
+            trace_dir=trace_dir,
+            repeat=repeat,
+            timeout=timeout,
+        ),
     )
     try:
         all_valid = run_bench(options)

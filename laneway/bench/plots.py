@@ -5,7 +5,7 @@
 * ``scaling-<scenario>.png`` for every scenario run over several partition counts: msg/s
   against partitions, one line per engine;
 * ``latency-<scenario>.png``: the latency CDF (produce -> done) per engine, one panel per
-  variant.
+  variant; for the spike and paced scenarios, per topology.
 
 Only rows that ran (``status`` OK) are drawn; their failures are in the table, not here.
 """
@@ -37,6 +37,11 @@ def write_plots(rows: Sequence[Row], directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     drawn = [r for r in rows if r["status"] == "OK" and r["tps"] > 0]
     written: list[Path] = []
+    loads = [r for r in drawn if "topology" in r]
+    for scenario in dict.fromkeys(r["scenario"] for r in loads):
+        mine = [r for r in loads if r["scenario"] == scenario]
+        written.append(_latency(scenario, mine, directory, "open loop: produced while consuming"))
+    drawn = [r for r in drawn if "topology" not in r]
     for scenario in dict.fromkeys(r["scenario"] for r in drawn):
         mine = [r for r in drawn if r["scenario"] == scenario]
         written.append(_throughput(scenario, mine, directory))
@@ -105,7 +110,12 @@ def _scaling(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
     return _save(fig, directory / f"scaling-{scenario}.png")
 
 
-def _latency(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
+def _latency(
+    scenario: str,
+    rows: Sequence[Row],
+    directory: Path,
+    how: str = "backlog produced before the run",
+) -> Path:
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     cols = min(len(variants), 3)
     lines = math.ceil(len(variants) / cols)
@@ -118,7 +128,7 @@ def _latency(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
                 continue
             ms = [max(point[1], 1e-3) for point in row["latency_cdf"]]
             fraction = [point[0] / 100.0 for point in row["latency_cdf"]]
-            ax.plot(ms, fraction, label=row["engine"], color=COLORS[row["engine"]])
+            ax.plot(ms, fraction, label=row["engine"], color=COLORS.get(row["engine"]))
         ax.set_xscale("log")
         ax.set_title(variant, fontsize=9)
         ax.set_xlabel("latency, produce -> done (ms)", fontsize=8)
@@ -127,7 +137,7 @@ def _latency(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
         ax.legend(fontsize=7)
     for index in range(len(variants), lines * cols):
         axes[index // cols][index % cols].set_visible(False)
-    fig.suptitle(f"{scenario}: latency CDF (backlog produced before the run)")
+    fig.suptitle(f"{scenario}: latency CDF ({how})")
     return _save(fig, directory / f"latency-{scenario}.png")
 
 

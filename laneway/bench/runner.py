@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -42,6 +42,9 @@ from laneway.bench.targets import BenchSetupError, EmbeddedTarget, KafkaTarget, 
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
 
+if TYPE_CHECKING:
+    from laneway.bench.load_bench import LoadOptions
+
 WIDE = 240
 """Table width when stdout is not a terminal (files, pipes, tests): never squash columns."""
 
@@ -64,6 +67,8 @@ class BenchOptions:
     profile_dir: Path | None
     instruments: tuple[str, ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
+    load: LoadOptions | None = None
+    """The spike and paced scenarios' choices, when any of them is asked for."""
 
 
 def stdout_console() -> Console:
@@ -76,24 +81,57 @@ def run_bench(options: BenchOptions) -> bool:
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     console = stdout_console()
     err = Console(stderr=True)
-    target: Target
-    if options.bootstrap_servers:
-        kafka = KafkaTarget(options.bootstrap_servers, options.topic_prefix)
-        kafka.check()
-        target = kafka
-    else:
-        target = EmbeddedTarget()
+    engine_scenarios = [name for name in options.scenarios if name in SCENARIOS]
     share = SHARE_SCENARIO in options.scenarios
+    target: Target | None = None
+    if any(name != MEMBERS for name in engine_scenarios) or share:
+        target = _target(options)
     if share and not isinstance(target, KafkaTarget):
         raise BenchSetupError(
             "the share scenario needs a Kafka broker (>= 4.2, share.version=1): give "
             "--bootstrap-servers HOST:PORT"
         )
-    runs = plan(
-        options.scenarios, options.engines, options.overrides, options.repeat, options.instruments
-    )
     rows: list[Row] = []
-    needs_echo = "io" in options.scenarios and any(s.engine != "raw" for s in runs)
+    advice: list[dict[str, Any]] = []
+    if target is not None and any(name != MEMBERS for name in engine_scenarios):
+        rows, advice = _run_engines(options, target, engine_scenarios, console, err)
+    shared: dict[str, Any] | None = None
+    if share:
+        assert isinstance(target, KafkaTarget)
+        shared = ShareBench(target, _share_settings(options.overrides), console).run()
+    members_report = None
+    if MEMBERS in options.scenarios:
+        members_report = _run_members(options, console, err)
+    if options.load is not None:
+        from laneway.bench.load_bench import run_load_bench
+        from laneway.bench.load_report import print_load_report
+
+        loaded = run_load_bench(options.load, lambda text: err.print(text, highlight=False))
+        print_load_report(console, loaded, "laneway bench: reservations on Kafka and PostgreSQL")
+        rows += loaded
+    settings = _settings(options, target, started_at)
+    _write_outputs(console, options, settings, rows, advice, members_report, shared)
+    members_ok = members_report is None or members.is_valid(members_report)
+    shared_ok = shared is None or bool(shared["valid"])
+    return all(is_valid(r) for r in rows) and members_ok and shared_ok
+
+
+def _target(options: BenchOptions) -> Target:
+    """The log the engine and share scenarios run on: Kafka when given, else embedded."""
+    if options.bootstrap_servers:
+        kafka = KafkaTarget(options.bootstrap_servers, options.topic_prefix)
+        kafka.check()
+        return kafka
+    return EmbeddedTarget()
+
+
+def _run_engines(
+    options: BenchOptions, target: Target, names: list[str], console: Console, err: Console
+) -> tuple[list[Row], list[dict[str, Any]]]:
+    """The engine scenarios ``names``: every planned run, the report; the rows and advice."""
+    runs = plan(names, options.engines, options.overrides, options.repeat, options.instruments)
+    rows: list[Row] = []
+    needs_echo = "io" in names and any(s.engine != "raw" for s in runs)
     with contextlib.ExitStack() as stack:
         echo_port = stack.enter_context(EchoServer()).port if needs_echo else 0
         progress = stack.enter_context(
@@ -145,12 +183,7 @@ def run_bench(options: BenchOptions) -> bool:
     loop_name = resolve(options.event_loop).value
     if "async" in options.engines:
         title += f"; async engine on {loop_name}"
-    if merged:  # none when only the members or share scenarios ran
-        print_report(console, merged, title, advice, limits, loop_name)
-    shared: dict[str, Any] | None = None
-    if share:
-        assert isinstance(target, KafkaTarget)
-        shared = ShareBench(target, _share_settings(options.overrides), console).run()
+    print_report(console, merged, title, advice, limits, loop_name)
     costs = cost_lines(merged)
     if costs:
         console.print()
@@ -160,14 +193,7 @@ def run_bench(options: BenchOptions) -> bool:
         )
         for line in costs:
             console.print(f"  {line}", highlight=False)
-    settings = _settings(options, target, started_at)
-    members_report = None
-    if MEMBERS in options.scenarios:
-        members_report = _run_members(options, console, err)
-    _write_outputs(console, options, settings, merged, advice, members_report, shared)
-    members_ok = members_report is None or members.is_valid(members_report)
-    shared_ok = shared is None or bool(shared["valid"])
-    return all(is_valid(r) for r in merged) and members_ok and shared_ok
+    return merged, advice
 
 
 def _run_members(options: BenchOptions, console: Console, err: Console) -> members.MembersReport:
@@ -255,9 +281,11 @@ def _write_outputs(
         )
 
 
-def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[str, Any]:
+def _settings(options: BenchOptions, target: Target | None, started_at: str) -> dict[str, Any]:
+    load = options.load
     return {
-        "target": target.describe(),
+        "target": None if target is None else target.describe(),
+        "load": None if load is None else _load_settings(load),
         "scenarios": list(options.scenarios),
         "engines": list(options.engines),
         "event_loop": resolve(options.event_loop).value,
@@ -270,4 +298,20 @@ def _settings(options: BenchOptions, target: Target, started_at: str) -> dict[st
         "overrides": asdict(options.overrides),
         "started_at": started_at,
         "argv": list(sys.argv),
+    }
+
+
+def _load_settings(load: LoadOptions) -> dict[str, Any]:
+    """The load benchmarks' choices for the JSON document (no DSN: it may hold secrets)."""
+    return {
+        "scenarios": list(load.scenarios),
+        "topologies": [t.name for t in load.topologies],
+        "requests": load.requests,
+        "rate": load.rate,
+        "duration_s": load.duration,
+        "partitions": load.partitions,
+        "pool": load.pool,
+        "statement_timeout_s": load.statement_timeout,
+        "slow_ms": load.slow_ms,
+        "traces": None if load.trace_dir is None else str(load.trace_dir),
     }

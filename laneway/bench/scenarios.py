@@ -133,8 +133,29 @@ SHARE_SCENARIO = "share"
 group against a classic consumer group, and the share source against a bare loop. It is
 not expanded into engine runs, and runs only when named in ``--scenarios``."""
 
-SCENARIO_NAMES = (*SCENARIOS, SHARE_SCENARIO)
+LOAD_SCENARIOS: Mapping[str, str] = {
+    "spike": "N requests produced at once while the consumers run, a real PostgreSQL "
+    "transaction each (seed 004): sell-out time and produce -> done latency per topology",
+    "paced": "a fixed produce rate while consuming, optionally with the database slowed: "
+    "latency percentiles under steady load per topology",
+}
+"""Open-loop scenarios on Kafka and PostgreSQL (:mod:`laneway.bench.load_bench`): run by
+topology (``--topologies``), not by engine, and only when asked for by name."""
+
+ALL_SCENARIOS = (*SCENARIOS, SHARE_SCENARIO, *LOAD_SCENARIOS)
 """Every scenario ``--scenarios`` accepts."""
+
+SPIKE_REQUESTS = 1_000
+"""Requests of a spike (``--messages``): seed 004's 1,000 at once."""
+PACED_RATE = 500.0
+"""Requests a second of the paced scenario (``--rate``): within what every default
+topology handles on the 2-core reference machine, so latency shows each one's overhead."""
+PACED_DURATION = 10.0
+"""Seconds the paced scenario produces for (``--duration``)."""
+LOAD_PARTITIONS = 8
+"""Partitions of the spike and paced topics, as in seed 004."""
+LOAD_POOL = 16
+"""Most database connections per consumer process (``--pool``)."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each option is one field of an option group (:mod:`~laneway.config.running`,
 :mod:`~laneway.config.flow`, :mod:`~laneway.config.failures`,
-:mod:`~laneway.config.observing`) whose metadata holds an
+:mod:`~laneway.config.limits`, :mod:`~laneway.config.observing`) whose metadata holds an
 :class:`~laneway.options.OptionSpec`; :class:`ConsumerConfig` is all groups at once.
 Everything else is derived from these fields: the validation of ``Consumer(...)``
 keywords (:meth:`ConsumerConfig.from_options`), the options table in this class's
@@ -26,17 +26,18 @@ from dataclasses import dataclass, field
 
 from laneway.config.failures import FailureKeywords, FailureOptions
 from laneway.config.flow import FlowKeywords, FlowOptions
+from laneway.config.limits import LimitKeywords, LimitOptions
 from laneway.config.observing import ObservingKeywords, ObservingOptions
 from laneway.config.running import EngineKeyword, RunningKeywords, RunningOptions
 from laneway.errors import ConfigError
-from laneway.options import ENV_PREFIX, EngineKind, OptionSpec
+from laneway.options import ENV_PREFIX, ConcurrencyLimit, EngineKind, OptionSpec
 from laneway.retry import RetryPolicy
 
 
 # A dataclass takes the fields of its bases in reverse order of the bases, so the groups
 # are listed last-to-first: running options come first in every derived list.
 @dataclass(frozen=True)
-class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptions):
+class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions, RunningOptions):
     """The validated, immutable options of a :class:`laneway.Consumer`.
 
     Build it with :meth:`from_options` (what ``Consumer(...)`` does) or directly with
@@ -67,6 +68,22 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
                 f"engine={engine.value!r}: a thread cannot be interrupted; use engine='async' "
                 "(the attempt is cancelled) or engine='process' (the worker is replaced)"
             )
+        if self.concurrency_limit is ConcurrencyLimit.ADAPTIVE and engine in (
+            EngineKind.SYNC,
+            EngineKind.PROCESS,
+        ):
+            raise ConfigError(
+                f"concurrency_limit='adaptive' is not valid with engine={engine.value!r}: "
+                "the sync engine runs one handler at a time and process workers one each; "
+                "use engine='thread' or 'async' (max_rate works with every engine)"
+            )
+        limited = self.max_rate is not None or self.concurrency_limit is ConcurrencyLimit.ADAPTIVE
+        if limited and self.batch_size is not None:
+            raise ConfigError(
+                f"batch_size={self.batch_size} is not valid with max_rate or "
+                "concurrency_limit='adaptive': limits gate single messages, and a batch "
+                "handler's calls are not gated; use one or the other"
+            )
         retry = RetryPolicy(
             self.max_retries, self.retry_backoff, self.retry_backoff_max, self.handler_timeout
         )
@@ -84,7 +101,9 @@ class ConsumerConfig(ObservingOptions, FailureOptions, FlowOptions, RunningOptio
         return config
 
 
-class OptionsBesidesEngine(RunningKeywords, FlowKeywords, FailureKeywords, ObservingKeywords):
+class OptionsBesidesEngine(
+    RunningKeywords, FlowKeywords, FailureKeywords, LimitKeywords, ObservingKeywords
+):
     """The keywords of ``Consumer(...)`` but ``engine``, typed: each overload of
     ``Consumer.__init__`` names ``engine`` itself, with the handler type it allows."""
 

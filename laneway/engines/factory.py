@@ -11,8 +11,9 @@ from typing import Any
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
 from laneway.engines.invoker import AttemptHook, Invoker
+from laneway.limits.gate import AsyncGate, Limits, ThreadGate
 from laneway.metrics import NO_METRICS
-from laneway.options import EngineKind
+from laneway.options import ConcurrencyLimit, EngineKind
 
 
 def build_engine(
@@ -21,10 +22,13 @@ def build_engine(
     stop: threading.Event,
     loop: asyncio.AbstractEventLoop | None = None,
     hooks: Sequence[AttemptHook] = (),
+    gate: ThreadGate | AsyncGate | None = None,
 ) -> Engine:
     """The engine for ``config.engine``; ``loop`` is the caller's loop under ``run_async``;
     ``hooks`` wrap every handler attempt (see :class:`~laneway.engines.invoker.Invoker`);
-    handler times are measured when a metrics backend is configured."""
+    handler times are measured when a metrics backend is configured; ``gate`` enforces
+    ``max_rate`` and ``concurrency_limit`` (see :func:`limits_of`); process workers build
+    their own, each with its share of the rate."""
     kind = config.engine
     timed = config.metrics is not NO_METRICS
     batch_wait = config.batch_wait or 0.0
@@ -40,9 +44,10 @@ def build_engine(
             timed,
             config.batch_size,
             batch_wait,
+            limits_of(config).shared_by(config.concurrency),
         )
     invoker = Invoker(
-        handler, config.retry, hooks, kind is EngineKind.ASYNC, timed, config.batch_size
+        handler, config.retry, hooks, kind is EngineKind.ASYNC, timed, config.batch_size, gate
     )
     if kind is EngineKind.SYNC:
         from laneway.engines.sync import SyncEngine
@@ -63,3 +68,10 @@ def build_engine(
         loop_factory=partial(new_event_loop, config.event_loop),
         batch_wait=batch_wait,
     )
+
+
+def limits_of(config: ConsumerConfig) -> Limits:
+    """The limits a config asks for (``Limits.active`` False: none); build the gate that
+    enforces them with :func:`laneway.limits.gate.gate_for`."""
+    adaptive = config.concurrency_limit is ConcurrencyLimit.ADAPTIVE
+    return Limits(config.max_rate, adaptive, config.concurrency)

@@ -10,6 +10,14 @@ a handler may return in :mod:`laneway.results`; what is reported when, here.
 *Attempt hooks* (:class:`AttemptHook`) wrap every attempt of the handler, retries
 included: timing, tracing, or the process worker's timeout stamp. They are applied once,
 when the invoker is built, so a consumer without hooks calls the user's function directly.
+
+*Limits* (``max_rate``, ``concurrency_limit="adaptive"``) are a gate each message passes
+before its handler runs (:mod:`laneway.limits.gate`): outside the attempt, so waiting there
+counts neither as handler time nor against ``handler_timeout``. A message is taken from
+its run before the wait, so that idle workers (which take over the unstarted tail of a
+busy worker's run in unordered mode) cannot keep robbing the worker at the head of the
+gate's queue. Without limits no gate exists and the loops below skip it. Batch handlers
+take no gate (the config refuses limits with ``batch_size``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
 from laneway.engines.run_report import RunReport
 from laneway.lifecycle import Lifecycle
+from laneway.limits.gate import AsyncGate, ThreadGate
 from laneway.results import Records, records_of
 from laneway.retry import (
     Interrupted,
@@ -96,6 +105,7 @@ class Invoker:
         is_async: bool = False,
         timed: bool = False,
         batch_size: int | None = None,
+        gate: ThreadGate | AsyncGate | None = None,
     ) -> None:
         self.policy = policy
         self.timed = timed
@@ -111,6 +121,10 @@ class Invoker:
                 self._async = hook.wrap_async(self._async)
             else:
                 self._sync = hook.wrap(self._sync)
+        self._thread_gate = gate if isinstance(gate, ThreadGate) else None
+        self._async_gate = gate if isinstance(gate, AsyncGate) else None
+        if gate is not None and isinstance(gate, AsyncGate) != is_async:
+            raise TypeError("an async handler needs an AsyncGate, a plain one a ThreadGate")
 
     def run(
         self,
@@ -132,6 +146,7 @@ class Invoker:
         policy = self.policy
         report = RunReport(completions, slot, self.timed)
         wait = _waiter(stop)
+        gate = self._thread_gate
         try:
             while run:
                 if stop.is_set():
@@ -140,19 +155,26 @@ class Invoker:
                     message = run.popleft()
                 except IndexError:
                     break
+                if gate is not None and not gate.enter(stop):
+                    run.appendleft(message)
+                    break
                 report.start(message)
+                failed = False
                 try:
                     result = handler(message)
                     records: Records | None = [] if result is None else records_of(result)
                 except BaseException as first_error:
                     if aborts(first_error):
                         raise
+                    failed = True
                     try:
                         error, attempts, records = retry(
                             handler, message, policy, wait, records_of, first_error
                         )
                     except Interrupted:
                         run.appendleft(message)
+                        if gate is not None:
+                            gate.leave(None, True)
                         break
                     report.retried(message, attempts)
                     if error is None:
@@ -164,6 +186,8 @@ class Invoker:
                         report.results.append(([message], records))
                     else:
                         report.done.append(message)
+                if gate is not None:
+                    gate.leave(report.settled(), failed)
         finally:
             report.end()
 
@@ -175,9 +199,16 @@ class Invoker:
         policy = self.policy
         report = RunReport(completions, slot, self.timed)
         inline = policy.timeout is None
+        gate = self._async_gate
         try:
             while run:
                 message = run.popleft()
+                if gate is not None:
+                    try:
+                        await gate.enter()
+                    except BaseException:
+                        run.appendleft(message)
+                        raise
                 report.start(message)
                 try:
                     if inline:
@@ -192,7 +223,7 @@ class Invoker:
                             )
                             report.retried(message, attempts)
                         else:
-                            error = None
+                            error, attempts = None, 1
                     else:
                         error, attempts, records = await call_async(
                             handler, message, policy, records_of
@@ -200,11 +231,16 @@ class Invoker:
                         report.retried(message, attempts)
                 except BaseException:
                     run.appendleft(message)
+                    if gate is not None:
+                        gate.leave(None, False)
                     raise
                 if error is None:
                     report.finished(message, records or [])
                 else:
                     report.failed_for_good(Failure(message, *error))
+                if gate is not None:
+                    gate.leave(report.settled(), attempts > 1 or error is not None)
+                if error is not None:
                     await asyncio.sleep(0)  # let a cancel the failure causes reach the loop
         finally:
             report.end()
@@ -286,12 +322,17 @@ class Invoker:
     ) -> None:
         failures, durations, retried, results, _ = result
         timed = self.timed
+        gate = self._thread_gate
         for index, row in enumerate(rows):
             if row is None:
                 continue
+            if gate is not None:
+                gate.enter(_NEVER)
             progress[INDEX] = index
-            started = time.monotonic() if timed else 0.0
+            started = time.monotonic() if timed or gate else 0.0
             error, attempts, records = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            if gate is not None:
+                gate.leave(time.monotonic() - started, attempts > 1 or error is not None)
             if timed:
                 durations.append(time.monotonic() - started)
             if attempts > 1:
@@ -386,6 +427,10 @@ class AttemptStamp:
 
     def wrap_async(self, handler: AsyncHandler) -> AsyncHandler:
         raise TypeError("process workers run plain functions only")
+
+
+_NEVER = threading.Event()
+"""A stop that never comes: process workers are stopped by their parent, not by a flag."""
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], bool]:

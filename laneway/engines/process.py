@@ -57,6 +57,7 @@ from laneway.engines.process_slot import (
     stop_all,
 )
 from laneway.errors import HandlerImportError, LanewayError
+from laneway.limits.gate import Limits
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.scheduling.lanes import lane_function
@@ -100,6 +101,7 @@ class ProcessEngine:
         timed: bool = False,
         batch_size: int | None = None,
         batch_wait: float = 0.0,
+        limits: Limits | None = None,
     ) -> None:
         self._handler = handler
         self._batch_size = batch_size
@@ -107,6 +109,7 @@ class ProcessEngine:
         self._filling: dict[int, float] = {}  # id(queue) -> when it last became non-empty
         self._hooks = tuple(hooks)
         self._timed = timed
+        self._limits = limits
         self._ordering = ordering
         self._n = whole_number(concurrency, "concurrency")
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
@@ -161,7 +164,7 @@ class ProcessEngine:
         self._completions = completions
         name = describe_handler(self._handler)
         try:
-            blob = (self._handler, self._hooks, self._timed, self._batch_size)
+            blob = (self._handler, self._hooks, self._timed, self._batch_size, self._limits)
             self._blob = pickle.dumps(blob, protocol=5)
         except Exception as error:
             raise HandlerImportError(

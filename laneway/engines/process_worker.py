@@ -41,6 +41,7 @@ from multiprocessing.connection import Connection
 from queue import SimpleQueue
 
 from laneway.engines.invoker import AttemptStamp, Invoker
+from laneway.limits.gate import gate_for
 from laneway.retry import RetryPolicy, describe
 
 
@@ -50,14 +51,15 @@ def worker_main(
     """Entry point of a worker process (the ``target`` of its ``Process``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        handler, hooks, timed, batch_size = pickle.loads(handler_blob)
+        handler, hooks, timed, batch_size, limits = pickle.loads(handler_blob)
     except BaseException as error:  # reported to the parent, which raises
         name, text = describe(error)
         conn.send_bytes(pickle.dumps(("error", f"{name}: {text}")))
         return
     if policy.timeout is not None:
         hooks = (*hooks, AttemptStamp(progress))
-    invoker = Invoker(handler, policy, hooks, timed=timed, batch_size=batch_size)
+    gate = None if limits is None else gate_for(limits, is_async=False)
+    invoker = Invoker(handler, policy, hooks, timed=timed, batch_size=batch_size, gate=gate)
     try:
         invoker.lifecycle.open_now()
     except BaseException as error:

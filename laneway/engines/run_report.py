@@ -102,6 +102,17 @@ class RunReport:
         if attempts > 1:
             self.retries[message.topic] = self.retries.get(message.topic, 0) + attempts - 1
 
+    def settled(self) -> float:
+        """The message that just ran is settled (the gate needs its time at once): its
+        seconds since it started, noted as its handler time when timed and it finished;
+        nothing runs until the next :meth:`start`."""
+        now = time.monotonic()
+        if self._timed:
+            self._time(now)
+        slot = self._slot
+        slot.message = None
+        return now - slot.since
+
     def end(self) -> None:
         """The run is over (or aborted): nothing is running, everything is reported."""
         if self._timed:

@@ -55,7 +55,7 @@ def _options() -> list[click.Parameter]:
                 click.Option([f"--{dashed}/--no-{dashed}", name], default=None, help=text)
             )
         else:
-            metavar = {"int": "N", "seconds": "SECONDS"}.get(spec.kind, "TEXT")
+            metavar = {"int": "N", "number": "NUMBER", "seconds": "SECONDS"}.get(spec.kind, "TEXT")
             params.append(click.Option([f"--{dashed}", name], metavar=metavar, help=text))
     params.append(
         click.Option(

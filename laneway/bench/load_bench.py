@@ -1,0 +1,118 @@
+"""The ``spike`` and ``paced`` benchmarks: open-loop reservation load on Kafka and PostgreSQL
+through several consumer topologies, compared in one run on the same data and database.
+
+``spike`` produces ``--messages`` requests (default 1,000) at once while the consumers run
+(seed 004); ``paced`` produces ``--rate`` requests a second for ``--duration`` seconds, with
+``--slow-db MS`` holding every reservation that long behind one lock during its middle third.
+Each topology (:mod:`~laneway.bench.topologies`) runs each load in turn, ``--repeat`` times
+(interleaved, so drift on a shared machine spreads over all of them); see
+:mod:`~laneway.bench.load_run` for one run and :mod:`~laneway.bench.load_report` for the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from laneway.bench.load_report import load_row, merge_load_rows, variant_of
+from laneway.bench.load_run import OK, Load, LoadOutcome, LoadSettings, run_load
+from laneway.bench.results import Row
+from laneway.bench.scenarios import (
+    LOAD_PARTITIONS,
+    LOAD_POOL,
+    PACED_DURATION,
+    PACED_RATE,
+    SPIKE_REQUESTS,
+)
+from laneway.bench.services import Services
+from laneway.bench.tickets.requests import SpanFactory
+from laneway.bench.topologies import Topology
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """The command line's choices for the load benchmarks."""
+
+    scenarios: tuple[str, ...]
+    topologies: tuple[Topology, ...]
+    requests: int = SPIKE_REQUESTS
+    rate: float = PACED_RATE
+    duration: float = PACED_DURATION
+    partitions: int = LOAD_PARTITIONS
+    pool: int = LOAD_POOL
+    statement_timeout: float | None = None
+    slow_ms: float = 0.0
+    bootstrap: str | None = None
+    dsn: str | None = None
+    topic_prefix: str = "laneway-bench"
+    trace_dir: Path | None = None
+    repeat: int = 1
+    timeout: float = 600.0
+
+    def loads(self) -> list[Load]:
+        loads = []
+        if "spike" in self.scenarios:
+            loads.append(Load("spike", self.requests))
+        if "paced" in self.scenarios:
+            count = max(1, round(self.rate * self.duration))
+            loads.append(Load("paced", count, self.rate, slowed=self.slow_ms > 0))
+        return loads
+
+
+def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row]:
+    """Every load through every topology; the merged rows (one per topology and load)."""
+    rows: list[Row] = []
+    with Services(say) as services:
+        settings = LoadSettings(
+            bootstrap=services.address("kafka", options.bootstrap),
+            dsn=services.address("postgres", options.dsn),
+            topic_prefix=options.topic_prefix,
+            partitions=options.partitions,
+            pool=options.pool,
+            statement_timeout=options.statement_timeout,
+            slow_ms=options.slow_ms,
+            trace_dir=options.trace_dir,
+            timeout=options.timeout,
+        )
+        send_span = _tracing(options.trace_dir)
+        for load in options.loads():
+            variant = variant_of(load, options.partitions, options.slow_ms)
+            for _ in range(options.repeat):
+                for topology in options.topologies:
+                    outcome = run_load(settings, topology, load, send_span, say)
+                    row = load_row(outcome, variant)
+                    if options.trace_dir is not None:
+                        row["trace"] = _slowest_trace(options.trace_dir, outcome)
+                    say(_one_line(row))
+                    rows.append(row)
+    return merge_load_rows(rows)
+
+
+def _tracing(trace_dir: Path | None) -> SpanFactory | None:
+    if trace_dir is None:
+        return None
+    from laneway.bench import trace_files
+
+    trace_files.write_spans_to(trace_dir, "producer")
+    return trace_files.send_span
+
+
+def _slowest_trace(trace_dir: Path, outcome: LoadOutcome) -> list[str]:
+    from laneway.bench import trace_files
+
+    if outcome.slowest is None or outcome.trace_dir is None:
+        return []
+    trace_files.flush()
+    spans = trace_files.read_spans(trace_dir) + trace_files.read_spans(outcome.trace_dir)
+    return trace_files.render(trace_files.request_trace(spans, outcome.slowest))
+
+
+def _one_line(row: Row) -> str:
+    head = f"{row['scenario']} {row['variant']} {row['engine']}"
+    if row["status"] != OK or not row["latency_ms"]:
+        return f"{head}: {row['status']} {row['error'] or ''}"
+    return (
+        f"{head}: sell-out {row['runtime_s']:.2f} s, p99 {row['latency_ms']['p99']:,.0f} ms, "
+        f"{row['done']:,} done, {row['dead_lettered']} dead-lettered, CPU {row['cpu_s']:.2f} s"
+    )
