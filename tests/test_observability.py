@@ -173,6 +173,42 @@ def test_each_attempt_is_a_span_in_the_producer_s_trace_and_dead_letters_continu
     assert failing[0]["trace_id"] == trace_id, "the dead letter continues the message's trace"
 
 
+@pytest.mark.parametrize("engine", ["sync", "async"])
+def test_a_batch_call_is_one_span_linked_to_each_message_s_trace(
+    engine: str, spans: tuple[InMemorySpanExporter, Path]
+) -> None:
+    exporter, _ = spans
+    topic = EmbeddedTopic(partitions=1)
+    parents = produce_traced(topic, [b"a", b"b", b"c", b"d"])
+    sizes: list[int] = []
+
+    def handle(messages: list[laneway.Message]) -> None:
+        sizes.append(len(messages))
+
+    async def handle_async(messages: list[laneway.Message]) -> None:
+        handle(messages)
+
+    laneway.Consumer(
+        topic.source("batched"),
+        handle_async if engine == "async" else handle,
+        engine=engine,
+        batch_size=4,
+        batch_wait=0.5,
+        handle_signals=False,
+    ).run(max_messages=4)
+    assert sum(sizes) == 4  # the sync engine batches what each poll returned
+    batch_spans = [s for s in exporter.get_finished_spans() if s.name == f"process {topic.name}"]
+    assert len(batch_spans) == len(sizes), "one span per batch call"
+    linked: list[str] = []
+    for span, size in zip(batch_spans, sizes, strict=True):
+        assert span.attributes is not None
+        assert span.attributes["messaging.batch.message_count"] == size
+        assert span.parent is None, "a batch starts a trace of its own"
+        assert len(span.links) == size
+        linked += [format(link.context.span_id, "016x") for link in span.links]
+    assert sorted(linked) == sorted(parents.values()), "a link per message, to its producer span"
+
+
 def test_without_an_sdk_nothing_is_traced_and_nothing_is_wrapped() -> None:
     topic = EmbeddedTopic(partitions=1)
     assert start_tracing(TracingMode.AUTO, topic.source("g")) is None

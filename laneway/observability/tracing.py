@@ -5,7 +5,10 @@ Only ``opentelemetry-api`` is used: the application brings the SDK and its expor
 ``set_tracer_provider`` call). Each handler attempt becomes a CONSUMER span named
 ``process <topic>``, child of the W3C ``traceparent``/``tracestate`` found in the message
 headers, with the messaging attributes; a failing attempt records the exception and an
-error status; retries are spans of their own. A dead-letter record gets the context of a
+error status; retries are spans of their own. A batch handler's call (``batch_size``) is
+one span ``process <topic>`` in a new trace, with ``messaging.batch.message_count`` and a
+link to the trace context of each message that carries one (the messaging conventions'
+batch shape). A dead-letter record gets the context of a
 PRODUCER span ``send <topic>`` in the same trace. Process-engine workers trace in their
 own process (the hook is pickled to them), so the SDK must be configured there too
 (``opentelemetry-instrument`` does that for spawned workers; so does configuring it when
@@ -18,6 +21,7 @@ returns ``None`` once, at the start, and nothing is wrapped: the per-message cos
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from opentelemetry import propagate, trace
@@ -65,7 +69,10 @@ class TracingHook:
         tracer = trace.get_tracer("laneway")
         attributes = self._attributes
 
-        def traced(message: Message) -> object:
+        def traced(message: Message | list[Message]) -> object:
+            if isinstance(message, list):
+                with self._batch_span(tracer, message):
+                    return handler(message)
             parent = _parent(message)
             with tracer.start_as_current_span(
                 f"process {message.topic}",
@@ -81,7 +88,10 @@ class TracingHook:
         tracer = trace.get_tracer("laneway")
         attributes = self._attributes
 
-        async def traced(message: Message) -> object:
+        async def traced(message: Message | list[Message]) -> object:
+            if isinstance(message, list):
+                with self._batch_span(tracer, message):
+                    return await handler(message)
             parent = _parent(message)
             with tracer.start_as_current_span(
                 f"process {message.topic}",
@@ -92,6 +102,32 @@ class TracingHook:
                 return await handler(message)
 
         return traced
+
+    def _batch_span(
+        self, tracer: trace.Tracer, batch: list[Message]
+    ) -> AbstractContextManager[trace.Span]:
+        links = []
+        for message in batch:
+            parent = _parent(message)
+            if parent is not None:
+                context = trace.get_current_span(parent).get_span_context()
+                if context.is_valid:
+                    links.append(trace.Link(context))
+        first = batch[0]
+        attributes: dict[str, Any] = {
+            "messaging.system": self.system,
+            "messaging.operation.type": "process",
+            "messaging.destination.name": first.topic,
+            "messaging.consumer.group.name": self.group,
+            "messaging.batch.message_count": len(batch),
+        }
+        return tracer.start_as_current_span(
+            f"process {first.topic}",
+            context=Context(),
+            kind=trace.SpanKind.CONSUMER,
+            attributes=attributes,
+            links=links,
+        )
 
     def _attributes(self, message: Message) -> dict[str, Any]:
         return {
