@@ -7,14 +7,21 @@ clear message when they are missing.
 
 from __future__ import annotations
 
-import importlib.util
-import re
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from laneway.bench.pipelines import BATCH, DEFAULT_BATCH_SIZE, EXACTLY_ONCE, RESULTS
+from laneway.bench.option_parsing import (
+    count_list,
+    instruments_for,
+    missing_extra,
+    name_list,
+    ordering_list,
+    pipelines_for,
+    topic_prefix_of,
+    topology_list,
+)
+from laneway.bench.pipelines import DEFAULT_BATCH_SIZE
 from laneway.bench.scenarios import (
     ALL_SCENARIOS,
     DEFAULT_TOPIC_PREFIX,
@@ -22,117 +29,15 @@ from laneway.bench.scenarios import (
     LOAD_PARTITIONS,
     LOAD_POOL,
     LOAD_SCENARIOS,
-    ORDERINGS,
     PACED_DURATION,
     PACED_RATE,
     SCENARIOS,
     SPIKE_REQUESTS,
     Overrides,
 )
-from laneway.bench.topologies import DEFAULT_TOPOLOGIES, Topology, parse_topology
+from laneway.bench.tools import bus, byte_bound, compare
+from laneway.bench.topologies import DEFAULT_TOPOLOGIES, Topology
 from laneway.options import EventLoop, uvloop_installed
-
-EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
-POSTGRES_EXTRAS = ("asyncpg", "psycopg", "psycopg_pool")
-"""What the spike and paced scenarios need besides the bench extra (``laneway[postgres]``)."""
-
-
-def _missing_extra(error: ModuleNotFoundError) -> click.ClickException:
-    """The ClickException for a missing ``bench`` (or ``postgres``) extra; re-raise
-    anything else."""
-    package = (error.name or "").split(".")[0]
-    if package in POSTGRES_EXTRAS:
-        return click.ClickException(
-            f"the spike and paced scenarios need {error.name!r}: pip install 'laneway[postgres]'"
-        )
-    if package not in EXTRAS:
-        raise error
-    return click.ClickException(
-        f"laneway bench needs the optional dependency {error.name!r}: pip install 'laneway[bench]'"
-    )
-
-
-def _topologies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[Topology, ...]:
-    try:
-        chosen = tuple(parse_topology(v) for v in value.split(",") if v.strip())
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from error
-    if not chosen:
-        raise click.BadParameter("name at least one topology, e.g. 'async c64'")
-    return chosen
-
-
-def _names(
-    allowed: tuple[str, ...],
-) -> Callable[[click.Context, click.Parameter, str], tuple[str, ...]]:
-    def parse(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-        chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-        unknown = [v for v in chosen if v not in allowed]
-        if unknown or not chosen:
-            raise click.BadParameter(
-                f"{','.join(unknown) or repr(value)} is not allowed; choose from "
-                f"{', '.join(allowed)} (comma-separated)"
-            )
-        return chosen
-
-    return parse
-
-
-def _counts(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    try:
-        counts = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        counts = ()
-    if not counts or any(c < 1 or c > 1_000_000 for c in counts):
-        raise click.BadParameter(
-            f"{value!r} is not valid; expected whole numbers from 1 to 1,000,000, "
-            "comma-separated (e.g. 1,10,100)"
-        )
-    return counts
-
-
-_NEEDS = {
-    "metrics": ("prometheus_client", "laneway[metrics]"),
-    "otel-metrics": ("opentelemetry.sdk", "opentelemetry-sdk"),
-    "tracing": ("opentelemetry.sdk", "opentelemetry-sdk"),
-}
-"""What each instrument imports, and what to install for it."""
-
-
-def _instruments(metrics: str | None, tracing: bool) -> tuple[str, ...]:
-    chosen = {None: (), "prometheus": ("metrics",), "otel": ("otel-metrics",)}[metrics]
-    chosen += ("tracing",) if tracing else ()
-    for name in chosen:
-        module, extra = _NEEDS[name]
-        if importlib.util.find_spec(module.split(".")[0]) is None or (
-            "." in module and importlib.util.find_spec(module) is None
-        ):
-            flag = "tracing" if name == "tracing" else "metrics"
-            raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
-    return chosen
-
-
-def _pipelines(batch_size: int | None, results: bool) -> tuple[str, ...]:
-    chosen = (BATCH,) if batch_size is not None else ()
-    return chosen + ((RESULTS, EXACTLY_ONCE) if results else ())
-
-
-def _topic_prefix(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", value):
-        raise click.BadParameter(
-            f"{value!r} is not valid; use 1-200 ASCII letters, digits, '.', '_' or '-'"
-        )
-    return value
-
-
-def _orderings(
-    ctx: click.Context, param: click.Parameter, value: str | None
-) -> tuple[str, ...] | None:
-    return None if value is None else _names(ORDERINGS)(ctx, param, value)
 
 
 @click.group(invoke_without_command=True)
@@ -140,7 +45,7 @@ def _orderings(
     "--scenarios",
     default=",".join(SCENARIOS),
     show_default=True,
-    callback=_names(ALL_SCENARIOS),
+    callback=name_list(ALL_SCENARIOS),
     help="Comma-separated scenarios to run (members' member processes need Kafka). Run "
     "only when named: share (a Kafka share group vs a classic group, and the share source vs "
     "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), spike and "
@@ -150,7 +55,7 @@ def _orderings(
     "--engines",
     default=",".join(ENGINES),
     show_default=True,
-    callback=_names(ENGINES),
+    callback=name_list(ENGINES),
     help="Comma-separated engines: raw (plain consume loop, the ceiling), baseline "
     "(laneway's sync engine), thread, async, process.",
 )
@@ -160,12 +65,12 @@ def _orderings(
     help="Messages per run (default: per scenario; spike: requests produced at once).",
 )
 @click.option(
-    "--partitions", callback=_counts, help="Partition counts, comma-separated (one run each)."
+    "--partitions", callback=count_list, help="Partition counts, comma-separated (one run each)."
 )
-@click.option("--keys", callback=_counts, help="Key counts, comma-separated (one run each).")
+@click.option("--keys", callback=count_list, help="Key counts, comma-separated (one run each).")
 @click.option(
     "--ordering",
-    callback=_orderings,
+    callback=ordering_list,
     help="Ordering modes, comma-separated: key, partition, unordered (one run each).",
 )
 @click.option(
@@ -250,7 +155,7 @@ def _orderings(
     "--topic-prefix",
     default=DEFAULT_TOPIC_PREFIX,
     show_default=True,
-    callback=_topic_prefix,
+    callback=topic_prefix_of,
     help="Start of the names of the topics and groups created on a Kafka broker (each run "
     "creates and deletes its own), e.g. to keep them apart on a shared broker.",
 )
@@ -258,7 +163,7 @@ def _orderings(
     "--topologies",
     default=",".join(DEFAULT_TOPOLOGIES),
     show_default=True,
-    callback=_topologies,
+    callback=topology_list,
     help="spike and paced: the consumer topologies compared, comma-separated, each "
     "[Nx ]ENGINE[ cC][ adaptive][ maxR]: N member processes, engine sync/thread/async, "
     "concurrency C, an adaptive concurrency limit, max_rate R per process.",
@@ -389,13 +294,13 @@ def bench(
         if loads:
             from laneway.bench.load_bench import LoadOptions
     except ModuleNotFoundError as error:
-        raise _missing_extra(error) from error
+        raise missing_extra(error) from error
     if loads and partitions is not None and len(partitions) > 1:
         raise click.BadParameter(
             "spike and paced take one partition count", param_hint="--partitions"
         )
     if loads and trace_dir is not None:
-        _instruments(None, True)  # --traces needs the OpenTelemetry SDK, as --tracing does
+        instruments_for(None, True)  # --traces needs the OpenTelemetry SDK, as --tracing does
     overrides = Overrides(
         messages=messages,
         partitions=partitions,
@@ -419,7 +324,7 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=_instruments(metrics, tracing) + _pipelines(batch_size, results),
+        instruments=instruments_for(metrics, tracing) + pipelines_for(batch_size, results),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         json_path=json_path,
         plot_dir=plot_dir,
@@ -452,134 +357,6 @@ def bench(
         ctx.exit(1)
 
 
-@bench.command()
-@click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def compare(a: Path, b: Path) -> None:
-    """Print B's throughput relative to A's for every (scenario, variant, engine)."""
-    try:
-        from laneway.bench.compare import print_comparison
-        from laneway.bench.runner import stdout_console
-    except ModuleNotFoundError as error:
-        raise _missing_extra(error) from error
-    try:
-        print_comparison(stdout_console(), a, b)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from error
-
-
-@bench.command()
-@click.option(
-    "--engines",
-    default="sync,async",
-    show_default=True,
-    callback=_names(("sync", "thread", "async", "process")),
-    help="Engines whose produce -> handler-start latency is measured.",
-)
-@click.option(
-    "--rate",
-    default=2_000.0,
-    show_default=True,
-    type=click.FloatRange(min=1, max=1_000_000),
-    help="Messages per second produced.",
-)
-@click.option(
-    "--seconds",
-    default=5.0,
-    show_default=True,
-    type=click.FloatRange(min=0.1, max=600),
-    help="How long each run produces.",
-)
-@click.option(
-    "--capacity",
-    default=256,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Records per partition of the bounded log in the blocking run.",
-)
-@click.option(
-    "--slow-ms",
-    default=1.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="The slow consumer's wait per message in the blocking run.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the figures to this JSON file.",
-)
-def bus(
-    engines: tuple[str, ...],
-    rate: float,
-    seconds: float,
-    capacity: int,
-    slow_ms: float,
-    json_path: Path | None,
-) -> None:
-    """The embedded log as an in-process bus: produce -> handler-start latency in
-    microseconds at a steady rate, and how long producers block with when_full="block"
-    under a slow consumer (see laneway/bench/bus.py)."""
-    try:
-        from laneway.bench import bus as bus_bench
-        from laneway.bench.results import machine, write_json
-        from laneway.bench.runner import stdout_console
-    except ModuleNotFoundError as error:
-        raise _missing_extra(error) from error
-    result = bus_bench.measure(engines, rate, seconds, capacity, slow_ms, rate)
-    bus_bench.print_report(stdout_console(), result)
-    if json_path is not None:
-        write_json(json_path, {"machine": machine(), **result})
-        click.echo(f"wrote {json_path}")
-
-
-@bench.command("byte-bound")
-@click.option(
-    "--bootstrap-servers",
-    metavar="HOST:PORT",
-    required=True,
-    help="The Kafka broker (it must have disk for messages x size).",
-)
-@click.option("--messages", default=1_000_000, show_default=True, type=click.IntRange(min=1))
-@click.option(
-    "--size", default=10_000, show_default=True, type=click.IntRange(min=1), help="Bytes per value."
-)
-@click.option(
-    "--max-buffered-bytes",
-    default=64 * 1024 * 1024,
-    show_default=True,
-    type=click.IntRange(min=1024),
-    help="The consumer's bound.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the figures to this JSON file.",
-)
-def byte_bound(
-    bootstrap_servers: str,
-    messages: int,
-    size: int,
-    max_buffered_bytes: int,
-    json_path: Path | None,
-) -> None:
-    """Peak RSS of a consumer over a backlog far larger than memory (default 10 GB) with
-    max_buffered_bytes, against the bound plus the process's constant (see
-    laneway/bench/byte_bound.py). Exits 1 when the peak exceeds it."""
-    try:
-        from laneway.bench import byte_bound as bound_bench
-        from laneway.bench.results import machine, write_json
-    except ModuleNotFoundError as error:
-        raise _missing_extra(error) from error
-    result = bound_bench.measure(
-        bootstrap_servers, messages, size, max_buffered_bytes, say=click.echo
-    )
-    for line in bound_bench.report_lines(result):
-        click.echo(line)
-    if json_path is not None:
-        write_json(json_path, {"machine": machine(), **bound_bench.as_json(result)})
-        click.echo(f"wrote {json_path}")
-    if not result.within:
-        raise SystemExit(1)
+bench.add_command(compare)
+bench.add_command(bus)
+bench.add_command(byte_bound)

@@ -1,0 +1,116 @@
+"""How ``laneway bench`` reads its options: lists of names and counts, topologies, the
+extras an option needs; shared by the bench group and its subcommands."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable
+
+import click
+
+from laneway.bench.pipelines import BATCH, EXACTLY_ONCE, RESULTS
+from laneway.bench.scenarios import ORDERINGS
+from laneway.bench.topologies import Topology, parse_topology
+
+EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
+POSTGRES_EXTRAS = ("asyncpg", "psycopg", "psycopg_pool")
+"""What the spike and paced scenarios need besides the bench extra (``laneway[postgres]``)."""
+
+
+def missing_extra(error: ModuleNotFoundError) -> click.ClickException:
+    """The ClickException for a missing ``bench`` (or ``postgres``) extra; re-raise
+    anything else."""
+    package = (error.name or "").split(".")[0]
+    if package in POSTGRES_EXTRAS:
+        return click.ClickException(
+            f"the spike and paced scenarios need {error.name!r}: pip install 'laneway[postgres]'"
+        )
+    if package not in EXTRAS:
+        raise error
+    return click.ClickException(
+        f"laneway bench needs the optional dependency {error.name!r}: pip install 'laneway[bench]'"
+    )
+
+
+def topology_list(ctx: click.Context, param: click.Parameter, value: str) -> tuple[Topology, ...]:
+    try:
+        chosen = tuple(parse_topology(v) for v in value.split(",") if v.strip())
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+    if not chosen:
+        raise click.BadParameter("name at least one topology, e.g. 'async c64'")
+    return chosen
+
+
+def name_list(
+    allowed: tuple[str, ...],
+) -> Callable[[click.Context, click.Parameter, str], tuple[str, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+        chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+        unknown = [v for v in chosen if v not in allowed]
+        if unknown or not chosen:
+            raise click.BadParameter(
+                f"{','.join(unknown) or repr(value)} is not allowed; choose from "
+                f"{', '.join(allowed)} (comma-separated)"
+            )
+        return chosen
+
+    return parse
+
+
+def count_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        counts = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        counts = ()
+    if not counts or any(c < 1 or c > 1_000_000 for c in counts):
+        raise click.BadParameter(
+            f"{value!r} is not valid; expected whole numbers from 1 to 1,000,000, "
+            "comma-separated (e.g. 1,10,100)"
+        )
+    return counts
+
+
+NEEDS = {
+    "metrics": ("prometheus_client", "laneway[metrics]"),
+    "otel-metrics": ("opentelemetry.sdk", "opentelemetry-sdk"),
+    "tracing": ("opentelemetry.sdk", "opentelemetry-sdk"),
+}
+"""What each instrument imports, and what to install for it."""
+
+
+def instruments_for(metrics: str | None, tracing: bool) -> tuple[str, ...]:
+    chosen = {None: (), "prometheus": ("metrics",), "otel": ("otel-metrics",)}[metrics]
+    chosen += ("tracing",) if tracing else ()
+    for name in chosen:
+        module, extra = NEEDS[name]
+        if importlib.util.find_spec(module.split(".")[0]) is None or (
+            "." in module and importlib.util.find_spec(module) is None
+        ):
+            flag = "tracing" if name == "tracing" else "metrics"
+            raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
+    return chosen
+
+
+def pipelines_for(batch_size: int | None, results: bool) -> tuple[str, ...]:
+    chosen = (BATCH,) if batch_size is not None else ()
+    return chosen + ((RESULTS, EXACTLY_ONCE) if results else ())
+
+
+def topic_prefix_of(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", value):
+        raise click.BadParameter(
+            f"{value!r} is not valid; use 1-200 ASCII letters, digits, '.', '_' or '-'"
+        )
+    return value
+
+
+def ordering_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[str, ...] | None:
+    return None if value is None else name_list(ORDERINGS)(ctx, param, value)
