@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Protocol
 
 from laneway.config import ConsumerConfig
 from laneway.failure_log import FailureLog
 from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import OutgoingRecord
+from laneway.producing.producer import OutgoingRecord, TraceContext
 from laneway.retry import RetryQueue
 from laneway.scheduling.circuit import KeyCircuitBreaker
 from laneway.sources.base import Source
@@ -41,14 +39,6 @@ def dead_letter_headers(failure: Failure) -> list[Header]:
         fields["error.traceback"] = failure.traceback
     added = [(HEADER_PREFIX + name, value.encode()) for name, value in fields.items()]
     return [*m.headers, *added]
-
-
-class TraceContext(Protocol):
-    """Continues a message's trace into its dead letter (see laneway.observability.tracing)."""
-
-    def dead_letter_headers(
-        self, message: Message, topic: str, headers: Iterable[Header]
-    ) -> list[Header]: ...
 
 
 class DeadLetterRouter:

@@ -17,8 +17,6 @@ import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from laneway.types import Header
-
 Records = list["Produce"]
 """The results of one handler call, in the order the handler gave them."""
 
@@ -35,7 +33,7 @@ class Produce:
     topic: str
     value: bytes | None
     key: bytes | None = None
-    headers: Sequence[Header] | None = None
+    headers: Sequence[tuple[str, bytes | None]] | None = None  # as Message.headers
 
     def __post_init__(self) -> None:
         if not isinstance(self.topic, str) or not self.topic:

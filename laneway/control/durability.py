@@ -8,7 +8,7 @@ Exactly-once (``exactly_once=True``): the source's
 :class:`~laneway.producing.transactions.Transaction` carries both: results go into it
 (:class:`~laneway.producing.results.TransactionalResults`) and every commit is a
 transactional commit of the results with the offsets
-(:class:`~laneway.offsets.transactional_progress.TransactionalProgress`).
+(:class:`~laneway.producing.transactional_progress.TransactionalProgress`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from laneway.config import ConsumerConfig
-from laneway.dead_letters import TraceContext
 from laneway.errors import ConfigError
 from laneway.offsets.progress import Progress
-from laneway.offsets.transactional_progress import TransactionalProgress
+from laneway.producing.producer import TraceContext
 from laneway.producing.results import AcknowledgedResults, ResultWriter, TransactionalResults
+from laneway.producing.transactional_progress import TransactionalProgress
 from laneway.producing.transactions import Transaction
 from laneway.sources.base import Source
 

@@ -28,9 +28,10 @@ from laneway.control.durability import durability
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions
 from laneway.control.tally import Tally
-from laneway.dead_letters import DeadLetterRouter, TraceContext
+from laneway.dead_letters import DeadLetterRouter
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError, TransactionError
+from laneway.producing.producer import TraceContext
 from laneway.producing.results import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from laneway.types import Header
+from laneway.types import Header, Message
 
 Acknowledge = Callable[[str | None], None]
 """Called once per record: ``None`` when the log acknowledged it (durable), else the error
@@ -47,3 +47,12 @@ class Producer(Protocol):
 
     def close(self, timeout: float) -> None:
         """Wait up to ``timeout`` s for queued writes (running their callbacks); release."""
+
+
+class TraceContext(Protocol):
+    """Continues a message's trace into a record written for it, a dead letter or a result
+    (see :mod:`laneway.observability.tracing`)."""
+
+    def dead_letter_headers(
+        self, message: Message, topic: str, headers: Iterable[Header]
+    ) -> list[Header]: ...

@@ -27,10 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from laneway.dead_letters import TraceContext
 from laneway.engines.base import ResultGroup
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import OutgoingRecord, Producer
+from laneway.producing.producer import OutgoingRecord, Producer, TraceContext
 from laneway.producing.transactions import Transaction
 from laneway.results import Produce
 from laneway.retry import RetryPolicy
@@ -120,7 +119,7 @@ class AcknowledgedResults:
 class TransactionalResults:
     """Exactly-once results: records go into the source's open ``transaction`` and their
     messages are settled at once; the transaction commits them together with the
-    offsets (see :class:`~laneway.offsets.transactional_progress.TransactionalProgress`).
+    offsets (see :class:`~laneway.producing.transactional_progress.TransactionalProgress`).
     A write the transaction refuses aborts it, which ends the consumer's run (it restarts
     from the last commit)."""
 
