@@ -22,6 +22,7 @@ from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
 from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
+from laneway.sources.kafka_messages import messages_of
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, Message, PartitionId
@@ -223,32 +224,7 @@ class KafkaSource:
                     batch += consume(max_messages - 1, 0)
         except KafkaException as exc:
             raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
-        messages: list[Message] = []
-        append = messages.append
-        new_message = tuple.__new__  # Message(...) without its Python-level __new__
-        for m in batch:
-            error = m.error()
-            if error is not None:
-                self._skip_or_raise(error)
-                continue
-            # A consumed record's headers are a list of (str, bytes | None) or None.
-            headers: list[tuple[str, bytes | None]] | None = m.headers()  # type: ignore[assignment]
-            append(
-                new_message(
-                    Message,
-                    (
-                        m.topic(),
-                        m.partition(),
-                        m.offset(),
-                        m.key(),
-                        m.value(),
-                        () if headers is None else tuple(headers),
-                        m.timestamp()[1],
-                        None,  # a consumer group does not count deliveries
-                    ),
-                )
-            )
-        return messages
+        return messages_of(batch, self._skip_or_raise)
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """Commit ``positions`` synchronously; any failed partition raises :class:`SourceError`.

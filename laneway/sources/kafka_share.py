@@ -29,6 +29,7 @@ from laneway.sources.capabilities import SourceCapabilities
 from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import connection_subset
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
+from laneway.sources.kafka_messages import messages_of
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.sources.kafka_share_config import StartAt, build_share_settings
 from laneway.sources.share_group import GroupLimits, prepare_group
@@ -232,30 +233,7 @@ class KafkaShareSource:
             return []
         self._acquired_at = time.monotonic()
         self._acknowledged_since_flush = False
-        messages: list[Message] = []
-        append = messages.append
-        new_message = tuple.__new__  # Message(...) without its Python-level __new__
-        for m in batch:
-            error = m.error()
-            if error is not None:
-                self._skip_or_raise(error)
-                continue
-            headers: list[tuple[str, bytes | None]] | None = m.headers()  # type: ignore[assignment]
-            append(
-                new_message(
-                    Message,
-                    (
-                        m.topic(),
-                        m.partition(),
-                        m.offset(),
-                        m.key(),
-                        m.value(),
-                        () if headers is None else tuple(headers),
-                        m.timestamp()[1],
-                        m.delivery_count(),
-                    ),
-                )
-            )
+        messages = messages_of(batch, self._skip_or_raise, count_deliveries=True)
         self._unacknowledged = len(messages)
         if len(messages) <= max_messages:
             return messages
