@@ -89,6 +89,7 @@ class KafkaTransaction:
         self._ready = False
         self._open = False
         self._failed: str | None = None
+        self._fatal = False
         self._closed = False
 
     @property
@@ -147,10 +148,16 @@ class KafkaTransaction:
                 self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             except KafkaException as exc:
                 log.warning("%s: aborting the open transaction failed: %s", self._id, describe(exc))
+        if self._fatal:
+            return  # fenced or failed for good: nothing queued can ever commit
         try:
             self._producer.flush(1.0)
         except KafkaException as exc:  # a fenced producer refuses even this
             log.warning("%s: closing: %s", self._id, describe(exc))
+        except SystemError as exc:
+            # confluent-kafka raises this when a fatal error (a fence) arrives during flush
+            # while it runs a delivery callback: the KafkaException is its __cause__.
+            log.warning("%s: closing: %s", self._id, exc.__cause__ or exc)
 
     def _begin(self) -> None:
         if self._closed:
@@ -180,6 +187,8 @@ class KafkaTransaction:
     def _fail(self, exc: KafkaException) -> None:
         """Abort what can be aborted and raise TransactionError (the run must end)."""
         error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            self._fatal = True
         if isinstance(error, KafkaError) and error.txn_requires_abort():
             try:
                 self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
