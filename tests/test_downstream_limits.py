@@ -66,6 +66,7 @@ class SerialService:
         self._depart()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("engine", ["thread", "async"])
 def test_an_adaptive_limit_keeps_calls_from_queueing_at_a_serial_downstream(engine: str) -> None:
     service = SerialService(warm_up=200)
