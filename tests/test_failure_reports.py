@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import process_handlers
 import pytest
@@ -111,13 +112,14 @@ def test_a_hung_handler_is_reported_as_stalled_and_then_released(
     assert (after.live, after.ready, after.state) == (False, False, "stopped")
 
 
-@pytest.mark.parametrize("engine", ["thread", "async"])
-def test_an_open_circuit_diverts_the_key_s_queued_messages(engine: str) -> None:
-    # 300 messages of a poison key are fetched into its lane before its circuit opens;
-    # once it opens, its queued messages are diverted: only those that started before the
-    # control thread saw the second failure (a few, each ~10 ms of retry) still run.
+def run_poison_key(
+    engine: str, poisoned: int, **options: Any
+) -> tuple[list[bytes | None], laneway.ConsumerStats]:
+    """``poisoned`` messages of a key whose handler always raises, then 20 of a fine key,
+    through ``engine`` with ``poison_threshold=2``: the keys of the handler calls, in call
+    order, and the run's stats."""
     topic = EmbeddedTopic(partitions=1)
-    topic.produce([(b"poison", b"x")] * 300 + [(b"fine", b"x")] * 20)
+    topic.produce([(b"poison", b"x")] * poisoned + [(b"fine", b"x")] * 20)
     calls: list[bytes | None] = []
 
     def handle(message: Message) -> None:
@@ -132,11 +134,19 @@ def test_an_open_circuit_diverts_the_key_s_queued_messages(engine: str) -> None:
         topic.source("g"),
         handle_async if engine == "async" else handle,
         engine=engine,
-        max_retries=1,
-        retry_backoff=0.01,
         poison_threshold=2,
         handle_signals=False,
-    ).run(max_messages=320)
+        **options,
+    ).run(max_messages=poisoned + 20)
+    return calls, stats
+
+
+@pytest.mark.parametrize("engine", ["thread", "async"])
+def test_an_open_circuit_diverts_the_key_s_queued_messages(engine: str) -> None:
+    # 300 messages of a poison key are fetched into its lane before its circuit opens;
+    # once it opens, its queued messages are diverted: only those that started before the
+    # control thread saw the second failure (a few, each ~10 ms of retry) still run.
+    calls, stats = run_poison_key(engine, 300, max_retries=1, retry_backoff=0.01)
     poison_calls = calls.count(b"poison")
     assert poison_calls <= 2 * 20, f"{poison_calls} handler calls for a key whose circuit opened"
     assert stats.failed == 300 and stats.processed == 20 and stats.dead_lettered == 300
@@ -147,27 +157,9 @@ def test_a_key_that_fails_at_once_runs_hardly_past_its_threshold(engine: str) ->
     # Without retries a poison message fails in microseconds: a worker reporting failures
     # only every few milliseconds ran ~100 of 200 before the control thread opened the
     # circuit. A final failure is reported at once and hands the control thread the GIL.
-    topic = EmbeddedTopic(partitions=1)
-    topic.produce([(b"poison", b"x")] * 200 + [(b"fine", b"x")] * 20)
-    calls: list[bytes | None] = []
-
-    def handle(message: Message) -> None:
-        calls.append(message.key)
-        if message.key == b"poison":
-            raise ValueError("cannot parse")
-
-    async def handle_async(message: Message) -> None:
-        handle(message)
-
-    stats = laneway.Consumer(
-        topic.source("g"),
-        handle_async if engine == "async" else handle,
-        engine=engine,
-        max_retries=0,
-        poison_threshold=2,
-        on_failure=lambda message, failure: None,
-        handle_signals=False,
-    ).run(max_messages=220)
+    calls, stats = run_poison_key(
+        engine, 200, max_retries=0, on_failure=lambda message, failure: None
+    )
     assert calls.count(b"poison") <= 10, f"{calls.count(b'poison')} calls after threshold 2"
     assert stats.failed == 200 and stats.processed == 20
 
