@@ -21,7 +21,7 @@ class ManualProducer:
 
     def __init__(self) -> None:
         self.queued: list[tuple[OutgoingRecord, Acknowledge]] = []
-        self.answers: list[tuple[Acknowledge, str | None]] = []
+        self.answers: list[tuple[tuple[OutgoingRecord, Acknowledge], str | None]] = []
         self.created: list[tuple[str, str]] = []
         self.refuse_topics = False
 
@@ -34,12 +34,15 @@ class ManualProducer:
         self.created.append((topic, like))
 
     def answer(self, index: int, error: str | None = None) -> None:
-        self.answers.append((self.queued[index][1], error))
+        self.answers.append((self.queued[index], error))
 
     def poll(self) -> None:
         answers, self.answers = self.answers, []
-        for done, error in answers:
-            done(error)
+        for (record, done), error in answers:
+            done(error, record)
+
+    def failure(self, error: str, written: OutgoingRecord) -> tuple[str, OutgoingRecord]:
+        return error, written
 
     def close(self, timeout: float) -> None:
         self.poll()
@@ -128,12 +131,30 @@ def test_the_embedded_producer_writes_into_the_log_and_acknowledges_on_poll() ->
 
 def test_the_embedded_producer_reports_an_unknown_topic_as_a_failed_write() -> None:
     log = laneway.EmbeddedLog()
-    errors: list[str | None] = []
+    reports: list[tuple[object, object]] = []
     producer = EmbeddedProducer(log)
-    producer.produce(OutgoingRecord("missing", b"x"), errors.append)
-    assert errors == []
+    record = OutgoingRecord("missing", b"x", b"k", [("h", b"1")])
+    producer.produce(record, lambda error, written: reports.append((error, written)))
+    assert reports == []
     producer.poll()
-    assert len(errors) == 1 and errors[0] is not None and "missing" in errors[0]
+    assert len(reports) == 1 and reports[0][0] is not None
+    text, again = producer.failure(*reports[0])
+    assert "missing" in text and again == record
+
+
+def test_a_record_written_again_counts_its_tries_until_the_input_is_given_up() -> None:
+    producer = ManualProducer()
+    writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST, give_up_after=2)
+    writes.write("a", [record("out", b"one"), record("out", b"two")])
+    producer.answer(0)
+    for attempt in range(3):
+        producer.answer(len(producer.queued) - 1, f"no ({attempt})")
+        assert writes.poll() == []
+        time.sleep(0.02)
+        writes.poll()
+    assert [r.value for r, _ in producer.queued] == [b"one", b"two", b"two", b"two"]
+    assert writes.abandoned() == [("a", "no (2)", 3)]
+    assert writes.pending == 0 and writes.write_errors == 3
 
 
 @pytest.mark.parametrize("tries", [1, 2, 3])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from laneway.errors import LanewayError
-from laneway.producing.producer import OutgoingRecord, Producer
+from laneway.producing.producer import Acknowledge, OutgoingRecord, Producer
 from laneway.retry import RetryPolicy, RetryQueue
 
 log = logging.getLogger(__name__)
@@ -17,14 +17,35 @@ T = TypeVar("T")
 
 
 class _Pending(Generic[T]):
-    __slots__ = ("abandoned", "input", "like", "records", "unacknowledged")
+    """One input and how many of its records the log has not acknowledged yet.
 
-    def __init__(self, input: T, records: Sequence[OutgoingRecord], like: str | None) -> None:
+    It is the ``done`` callback of the input's first write of every record: one object
+    per input, not one per record, because this runs for every result a handler returns
+    (and objects that live until the log acknowledges them are what the garbage
+    collector walks over and over). A record written again after a failure is
+    acknowledged through :meth:`AcknowledgedWrites._rewritten` instead, which carries the
+    try count.
+    """
+
+    __slots__ = ("abandoned", "input", "like", "unacknowledged", "writes")
+
+    def __init__(
+        self, writes: AcknowledgedWrites[T], input: T, unacknowledged: int, like: str | None
+    ) -> None:
+        self.writes = writes
         self.input = input
-        self.records = records
         self.like = like
-        self.unacknowledged = len(records)
+        self.unacknowledged = unacknowledged
         self.abandoned = False
+
+    def __call__(self, error: Any, written: Any) -> None:
+        if error is None:
+            if not self.abandoned:
+                self.unacknowledged -= 1
+                if not self.unacknowledged:
+                    self.writes._settle(self)
+        else:
+            self.writes._failed(self, 0, error, written)
 
 
 class AcknowledgedWrites(Generic[T]):
@@ -72,7 +93,7 @@ class AcknowledgedWrites(Generic[T]):
         """Write ``records`` for ``input``; it is handed back by :meth:`poll` once all of
         them are acknowledged (at once when there are none)."""
         self.pending += 1
-        pending = _Pending(input, records, like)
+        pending = _Pending(self, input, len(records), like)
         if not records:
             self._settle(pending)
             return
@@ -101,9 +122,9 @@ class AcknowledgedWrites(Generic[T]):
             self._producer.close(timeout)
 
     def _send(self, pending: _Pending[T], record: OutgoingRecord, tries: int) -> None:
-        done = partial(self._acknowledged, pending, record, tries)
+        done: Acknowledge = pending if not tries else partial(self._rewritten, pending, tries)
+        producer = self._producer
         try:
-            producer = self._producer
             if producer is None:
                 producer = self._producer = self._open_producer()
             if pending.like is not None and record.topic not in self._ensured:
@@ -111,28 +132,37 @@ class AcknowledgedWrites(Generic[T]):
                 self._ensured.add(record.topic)
             producer.produce(record, done)
         except LanewayError as error:
-            done(f"{type(error).__name__}: {error}")
+            self._retry_or_give_up(pending, record, tries, f"{type(error).__name__}: {error}")
 
-    def _acknowledged(
-        self, pending: _Pending[T], record: OutgoingRecord, tries: int, error: str | None
-    ) -> None:
+    def _rewritten(self, pending: _Pending[T], tries: int, error: Any, written: Any) -> None:
+        """``done`` of a record written again after ``tries`` failed writes."""
+        if error is None:
+            pending(None, written)
+        else:
+            self._failed(pending, tries, error, written)
+
+    def _failed(self, pending: _Pending[T], tries: int, error: Any, written: Any) -> None:
         if pending.abandoned:
             return
-        if error is not None:
-            self.write_errors += 1
-            limit = self._give_up_after
-            if limit is not None and tries >= limit:
-                log.warning("write to %s failed: %s; giving up", record.topic, error)
-                pending.abandoned = True
-                self.pending -= 1
-                self._abandoned.append((pending.input, error, tries + 1))
-                return
-            delay = self._retries.later((pending, record), tries + 1, self._policy)
-            log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, error, delay)
+        assert self._producer is not None  # it reported the failure
+        text, record = self._producer.failure(error, written)
+        self._retry_or_give_up(pending, record, tries, text)
+
+    def _retry_or_give_up(
+        self, pending: _Pending[T], record: OutgoingRecord, tries: int, text: str
+    ) -> None:
+        """A write of ``record`` failed after ``tries`` earlier failures: write it again
+        after the backoff, or (past ``give_up_after``) give its input up."""
+        self.write_errors += 1
+        limit = self._give_up_after
+        if limit is not None and tries >= limit:
+            log.warning("write to %s failed: %s; giving up", record.topic, text)
+            pending.abandoned = True
+            self.pending -= 1
+            self._abandoned.append((pending.input, text, tries + 1))
             return
-        pending.unacknowledged -= 1
-        if not pending.unacknowledged:
-            self._settle(pending)
+        delay = self._retries.later((pending, record), tries + 1, self._policy)
+        log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, text, delay)
 
     def _settle(self, pending: _Pending[T]) -> None:
         self.pending -= 1

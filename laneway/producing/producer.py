@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from laneway.types import Header, Message
 
-Acknowledge = Callable[[str | None], None]
-"""Called once per record: ``None`` when the log acknowledged it (durable), else the error
-text of a failed write."""
+Acknowledge = Callable[[Any, Any], None]
+"""``done(error, written)``, called once per record: ``error`` is ``None`` when the log
+acknowledged the record (durable); otherwise the write failed, and
+:meth:`Producer.failure` turns the two arguments into the error text and the record to
+write again. Both arguments are the log client's own (for Kafka, confluent-kafka's
+delivery report, passed straight through): a writer hands one ``done`` to many records
+and no adapter object is made per record, which matters at a result per message."""
 
 
-@dataclass(frozen=True)
-class OutgoingRecord:
+class OutgoingRecord(NamedTuple):
     """A record to write: ``topic``, ``value``, ``key``, ``headers``, and ``partition``
-    (``None``: chosen from the key by the log's partitioner, as for any producer)."""
+    (``None``: chosen from the key by the log's partitioner, as for any producer).
+
+    A named tuple, because one is built per result a handler returns."""
 
     topic: str
     value: bytes | None
@@ -35,7 +39,13 @@ class Producer(Protocol):
     """
 
     def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
-        """Queue ``record``; ``done`` runs once, in a later :meth:`poll` or :meth:`close`."""
+        """Queue ``record``; ``done(error, written)`` runs once, in a later :meth:`poll` or
+        :meth:`close` (see :data:`Acknowledge`)."""
+
+    def failure(self, error: Any, written: Any) -> tuple[str, OutgoingRecord]:
+        """The error text of a failed write, and the record to write again, from the
+        arguments its ``done`` was called with. The record has the topic, value, key and
+        headers written, and the partition the log had put it in (``None`` if none yet)."""
 
     def create_topic_like(self, topic: str, like: str) -> None:
         """Create ``topic`` with the partition count (and record size limit) of ``like``

@@ -87,7 +87,9 @@ class AcknowledgedResults:
         policy: RetryPolicy,
         tracing: TraceContext | None = None,
     ) -> None:
-        self._writes: AcknowledgedWrites[list[Message]] = AcknowledgedWrites(
+        # A group of one message is written on behalf of the message itself, not of the
+        # engine's one-item list: one object fewer kept alive per result until acknowledged.
+        self._writes: AcknowledgedWrites[Message | list[Message]] = AcknowledgedWrites(
             producer, policy, give_up_after=policy.max_retries
         )
         self._tracing = tracing
@@ -97,18 +99,31 @@ class AcknowledgedResults:
         return self._writes.pending
 
     def write(self, groups: list[ResultGroup]) -> None:
-        tracing = self._tracing
+        tracing, write = self._tracing, self._writes.write
+        if tracing is None:  # the common case, inlined: this runs once per result
+            for messages, records in groups:
+                write(
+                    messages[0] if len(messages) == 1 else messages,
+                    [OutgoingRecord(r[0], r[1], r[2], r[3] or ()) for r in records],
+                )
+            return
         for messages, records in groups:
-            self._writes.write(messages, [outgoing(r, messages, tracing) for r in records])
+            write(
+                messages[0] if len(messages) == 1 else messages,
+                [outgoing(r, messages, tracing) for r in records],
+            )
 
     def poll(self) -> tuple[list[Message], list[Failure]]:
         settled: list[Message] = []
-        for messages in self._writes.poll():
-            settled.extend(messages)
+        for done in self._writes.poll():
+            if isinstance(done, list):
+                settled.extend(done)
+            else:
+                settled.append(done)
         failed = [
             Failure(message, PRODUCE_ERROR, f"writing its results failed: {error}", tries)
-            for messages, error, tries in self._writes.abandoned()
-            for message in messages
+            for given_up, error, tries in self._writes.abandoned()
+            for message in (given_up if isinstance(given_up, list) else [given_up])
         ]
         return settled, failed
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from laneway.errors import LanewayError
 from laneway.producing.producer import Acknowledge, OutgoingRecord
@@ -45,7 +45,7 @@ class EmbeddedProducer:
 
     def __init__(self, log: _Log) -> None:
         self._log = log
-        self._acknowledged: list[tuple[Acknowledge, str | None]] = []
+        self._acknowledged: list[tuple[Acknowledge, str | None, OutgoingRecord]] = []
 
     def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
         try:
@@ -58,9 +58,10 @@ class EmbeddedProducer:
                 timeout=WRITE_TIMEOUT,
             )
         except LanewayError as error:
-            self._acknowledged.append((done, f"{type(error).__name__}: {error}"))
+            self._acknowledged.append((done, f"{type(error).__name__}: {error}", record))
             return
-        self._acknowledged.append((done, None if offset >= 0 else "dropped: the log is full"))
+        dropped = None if offset >= 0 else "dropped: the log is full"
+        self._acknowledged.append((done, dropped, record))
 
     def create_topic_like(self, topic: str, like: str) -> None:
         if topic not in self._log.topics():
@@ -68,8 +69,11 @@ class EmbeddedProducer:
 
     def poll(self) -> None:
         acknowledged, self._acknowledged = self._acknowledged, []
-        for done, error in acknowledged:
-            done(error)
+        for done, error, record in acknowledged:
+            done(error, record)
+
+    def failure(self, error: Any, written: Any) -> tuple[str, OutgoingRecord]:
+        return error, written
 
     def close(self, timeout: float) -> None:
         self.poll()

@@ -182,14 +182,14 @@ class SourceContract:
         producer = source.producer()
         producer.create_topic_like(out, like=topic.name)
         producer.create_topic_like(out, like=topic.name)  # idempotent
-        acks: list[str | None] = []
+        acks: list[object] = []
         records = [
             OutgoingRecord(out, b"one", b"k1", [("h", b"1")]),
             OutgoingRecord(out, b"two", None, [("none", None)]),
             OutgoingRecord(out, b"three", b"k3", partition=2),
         ]
         for record in records:
-            producer.produce(record, acks.append)
+            producer.produce(record, lambda error, _written: acks.append(error))
         deadline = time.monotonic() + WAIT_S
         while len(acks) < len(records) and time.monotonic() < deadline:
             producer.poll()
