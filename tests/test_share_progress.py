@@ -91,6 +91,26 @@ def test_finished_records_are_accepted_and_the_next_fetch_waits_for_the_last() -
     assert group.flushed == 1 and share.commits == 1 and share.committed() == {}
 
 
+def test_bytes_and_partition_loads_follow_partial_and_whole_settles() -> None:
+    group = FakeGroup()
+    share = progress(group, max_retries=2, retry_backoff=60.0)
+    batch = group.fetch(records(range(3)) + records(range(3, 5), partition=1), now=0.0)
+    share.accept(batch)
+    assert share.buffered_bytes == 5
+    share.settle(batch[:2], [])  # part of the fetch: weighed and counted per partition
+    assert share.buffered == 3 and share.buffered_bytes == 3
+    assert {pid: load.buffered for pid, load in share.partitions.items()} == {
+        ("t", 0): 1,
+        ("t", 1): 2,
+    }
+    assert share.failed([failure(batch[2])]) == []  # held for its backoff: still buffered
+    share.settle(batch[3:], [])
+    assert share.buffered == 1 and share.buffered_bytes == 1
+    assert {pid: load.buffered for pid, load in share.partitions.items()} == {("t", 0): 1}
+    share.awaiting(time.monotonic() + 61.0)  # the backoff is over: released, all settled
+    assert share.buffered == 0 and share.buffered_bytes == 0 and not share.partitions
+
+
 def test_a_failure_is_released_after_its_backoff_while_deliveries_are_left() -> None:
     group = FakeGroup()
     metrics = Recorder()

@@ -351,9 +351,16 @@ class ShareProgress:
     def _let_go(self, messages: list[Message], kind: Acknowledgement) -> None:
         """Acknowledge ``messages``: no longer buffered, in flight or suspected."""
         self._source.acknowledge(messages, kind)
-        self._buffered -= len(messages)
-        self._buffered_bytes -= footprint(messages).total
-        self._count_in(messages, -1)
+        if len(messages) == self._buffered:
+            # Everything buffered is settled (the usual end of a fetch): nothing is left to
+            # weigh or count, so skip the per-record passes, which would add to the time
+            # the source waits before it may fetch again.
+            self._buffered = self._buffered_bytes = 0
+            self._loads.clear()
+        else:
+            self._buffered -= len(messages)
+            self._buffered_bytes -= footprint(messages).total
+            self._count_in(messages, -1)
         journal = self._journal
         if journal is not None:
             journal.settled(messages)
