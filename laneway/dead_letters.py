@@ -8,7 +8,8 @@ from laneway.config import ConsumerConfig
 from laneway.failure_log import FailureLog
 from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import OutgoingRecord, TraceContext
+from laneway.producing.producer import TraceContext
+from laneway.results import Produce
 from laneway.retry import RetryQueue
 from laneway.scheduling.circuit import KeyCircuitBreaker
 from laneway.sources.base import Source
@@ -157,7 +158,7 @@ class DeadLetterRouter:
             headers = dead_letter_headers(failure)
             if self._tracing is not None:
                 headers = self._tracing.dead_letter_headers(m, topic, headers)
-            record = OutgoingRecord(topic, m.value, m.key, headers)
+            record = Produce(topic, m.value, m.key, headers)
             self._writes.write(failure, [record], like=m.topic)
 
     def _call_back(self, failure: Failure, tries: int) -> None:

@@ -26,14 +26,17 @@ class _ProduceFields(NamedTuple):
     value: bytes | None
     key: bytes | None = None
     headers: Sequence[tuple[str, bytes | None]] | None = None  # as Message.headers
+    partition: int | None = None
 
 
 class Produce(_ProduceFields):
-    """A record a handler asks the consumer to write: ``topic``, ``value``, ``key``, ``headers``.
+    """A record a handler asks the consumer to write: ``topic``, ``value``, ``key``,
+    ``headers`` and ``partition``.
 
-    The key picks the partition with the log's default partitioner (murmur2, as Kafka), so
-    results keyed like their input keep the input's order per key. The target topic must
-    exist (missing topics are a failed write, retried and then dead-lettered).
+    Without a ``partition`` the key picks one with the log's partitioner, so results keyed
+    like their input keep the input's order per key. The target topic must exist (missing
+    topics are a failed write, retried and then dead-lettered). laneway writes its own
+    records (dead letters) as ``Produce`` records too.
 
     Like :class:`~laneway.types.Message`, a ``Produce`` is an immutable named tuple: a
     handler may return hundreds of thousands a second, and a tuple is the cheapest object
@@ -49,6 +52,7 @@ class Produce(_ProduceFields):
         value: bytes | None,
         key: bytes | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
     ) -> Produce:
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"Produce topic={topic!r} is not valid; expected a topic name")
@@ -60,7 +64,14 @@ class Produce(_ProduceFields):
             raise TypeError(
                 f"Produce headers={headers!r:.80} is not valid; expected (str, bytes | None) pairs"
             )
-        return tuple.__new__(cls, (topic, value, key, headers))
+        if partition is not None and (
+            not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
+        ):
+            raise TypeError(
+                f"Produce partition={partition!r} is not valid; expected a partition number "
+                ">= 0, or None to let the key pick"
+            )
+        return tuple.__new__(cls, (topic, value, key, headers, partition))
 
 
 def _valid_headers(headers: object) -> bool:

@@ -9,7 +9,8 @@ import pytest
 import laneway
 from laneway.errors import SourceError
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import Acknowledge, OutgoingRecord
+from laneway.producing.producer import Acknowledge
+from laneway.results import Produce
 from laneway.retry import RetryPolicy
 from laneway.sources.embedded_producer import EmbeddedProducer
 
@@ -20,12 +21,12 @@ class ManualProducer:
     """A producer whose acknowledgements the test hands out one by one."""
 
     def __init__(self) -> None:
-        self.queued: list[tuple[OutgoingRecord, Acknowledge]] = []
-        self.answers: list[tuple[tuple[OutgoingRecord, Acknowledge], str | None]] = []
+        self.queued: list[tuple[Produce, Acknowledge]] = []
+        self.answers: list[tuple[tuple[Produce, Acknowledge], str | None]] = []
         self.created: list[tuple[str, str]] = []
         self.refuse_topics = False
 
-    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+    def produce(self, record: Produce, done: Acknowledge) -> None:
         self.queued.append((record, done))
 
     def create_topic_like(self, topic: str, like: str) -> None:
@@ -41,15 +42,15 @@ class ManualProducer:
         for (record, done), error in answers:
             done(error, record)
 
-    def failure(self, error: str, written: OutgoingRecord) -> tuple[str, OutgoingRecord]:
+    def failure(self, error: str, written: Produce) -> tuple[str, Produce]:
         return error, written
 
     def close(self, timeout: float) -> None:
         self.poll()
 
 
-def record(topic: str = "out", value: bytes = b"v") -> OutgoingRecord:
-    return OutgoingRecord(topic, value)
+def record(topic: str = "out", value: bytes = b"v") -> Produce:
+    return Produce(topic, value)
 
 
 def test_an_input_settles_only_when_all_its_records_are_acknowledged() -> None:
@@ -121,8 +122,8 @@ def test_the_embedded_producer_writes_into_the_log_and_acknowledges_on_poll() ->
     producer = EmbeddedProducer(log)
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
     headers = [("h", b"1")]
-    writes.write("a", [OutgoingRecord("orders.out", b"x", b"k", headers)], like="orders")
-    writes.write("b", [OutgoingRecord("orders", b"y", partition=2)])
+    writes.write("a", [Produce("orders.out", b"x", b"k", headers)], like="orders")
+    writes.write("b", [Produce("orders", b"y", partition=2)])
     assert writes.poll() == ["a", "b"]
     assert log.partitions("orders.out") == 3
     assert sum(log.end_offsets("orders.out").values()) == 1
@@ -133,7 +134,7 @@ def test_the_embedded_producer_reports_an_unknown_topic_as_a_failed_write() -> N
     log = laneway.EmbeddedLog()
     reports: list[tuple[object, object]] = []
     producer = EmbeddedProducer(log)
-    record = OutgoingRecord("missing", b"x", b"k", [("h", b"1")])
+    record = Produce("missing", b"x", b"k", [("h", b"1")])
     producer.produce(record, lambda error, written: reports.append((error, written)))
     assert reports == []
     producer.poll()

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer
 from topics import AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.sources.capabilities import PARTITIONED_LOG
 from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, PartitionId
@@ -98,7 +98,7 @@ def test_an_embedded_zombie_commits_nothing() -> None:
     zombie.open(AssignmentListener())
     zombie.poll(1, 0.0)
     transaction = zombie.transaction()
-    transaction.produce(OutgoingRecord("out", b"late"))
+    transaction.produce(Produce("out", b"late"))
     heir = log.subscribe(["in"], "g")
     heir.open(AssignmentListener())
     time.sleep(0.1)
@@ -173,7 +173,7 @@ def test_kafka_offsets_with_metadata_commit_in_the_transaction(kafka_bootstrap: 
     try:
         transaction = source.transaction()
         assert transaction.transactional_id == f"laneway-{group}-member-1"
-        transaction.produce(OutgoingRecord(topic + ".out", b"result"))
+        transaction.produce(Produce(topic + ".out", b"result"))
         transaction.commit({(topic, 0): CommitPosition(3, "laneway-test-metadata")})
     finally:
         transaction.close()
@@ -199,9 +199,9 @@ def test_a_fenced_kafka_zombie_aborts_and_shows_nothing(kafka_bootstrap: str) ->
     zombie = KafkaTransaction(connection, consumer, tid, "zombie")
     heir = KafkaTransaction(connection, consumer, tid, "heir")
     try:
-        zombie.produce(OutgoingRecord(topic + ".out", b"zombie"))
+        zombie.produce(Produce(topic + ".out", b"zombie"))
         zombie.poll()
-        heir.produce(OutgoingRecord(topic + ".out", b"heir"))  # init_transactions fences
+        heir.produce(Produce(topic + ".out", b"heir"))  # init_transactions fences
         with pytest.raises(laneway.TransactionError):
             zombie.commit({(topic, 0): CommitPosition(1)})
         heir.commit({(topic, 0): CommitPosition(2)})

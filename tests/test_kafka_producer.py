@@ -8,7 +8,7 @@ import pytest
 from kafka_helpers import unique_name
 
 import laneway.kafka
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.sources.kafka_producer import KafkaProducer
 
 pytestmark = pytest.mark.kafka
@@ -24,10 +24,10 @@ def test_a_refused_record_comes_back_whole_for_the_next_write(kafka_bootstrap: s
     producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
     reports: list[tuple[object, object]] = []
     sent = [
-        OutgoingRecord(topic, b"x" * 10_000, b"key", [("h", b"1"), ("none", None)]),
-        OutgoingRecord(topic, b"y" * 10_000, None, (), partition=2),
-        OutgoingRecord(topic, b"z" * 10_000, b"plain"),
-        OutgoingRecord(topic, b"small", b"fits"),
+        Produce(topic, b"x" * 10_000, b"key", [("h", b"1"), ("none", None)]),
+        Produce(topic, b"y" * 10_000, None, partition=2),
+        Produce(topic, b"z" * 10_000, b"plain"),
+        Produce(topic, b"small", b"fits"),
     ]
     for record in sent:
         producer.produce(record, lambda error, written: reports.append((error, written)))
@@ -45,5 +45,5 @@ def test_a_refused_record_comes_back_whole_for_the_next_write(kafka_bootstrap: s
     with_headers, placed, plain = again
     assert with_headers == sent[0]
     assert placed == sent[1]
-    assert plain[:4] == sent[2][:4]
+    assert plain[:4] == sent[2][:4]  # and the partition its key picked
     assert plain.partition is None or 0 <= plain.partition < 3

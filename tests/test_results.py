@@ -115,6 +115,23 @@ def test_produce_checks_its_arguments() -> None:
         laneway.Produce("out", "text")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="headers"):
         laneway.Produce("out", b"v", headers=[("h", "v")])  # type: ignore[list-item]
+    for partition in (-1, "1", True):
+        with pytest.raises(TypeError, match=f"partition={partition!r}"):
+            laneway.Produce("out", b"v", partition=partition)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("engine", ["sync", "process"])
+def test_a_result_may_name_its_partition(engine: str) -> None:
+    """A result with a ``partition`` lands in that partition whatever its key says (the
+    process engine pickles it across)."""
+    topic = EmbeddedTopic(partitions=2)
+    topic.create(f"{topic.name}.out", 3)
+    topic.produce(inputs(60, keys=1))
+    stats = run(topic, engine, process_handlers.result_in_partition_by_value, 60)
+    assert (stats.processed, stats.failed) == (60, 0)
+    assert topic.log.end_offsets(f"{topic.name}.out") == {0: 20, 1: 20, 2: 20}
+    values = [int(v or b"") for _, v, _ in topic.read(f"{topic.name}.out", 60)]
+    assert sorted(values) == list(range(60))
 
 
 @pytest.mark.kafka

@@ -8,7 +8,8 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from laneway.errors import LanewayError
-from laneway.producing.producer import Acknowledge, OutgoingRecord, Producer
+from laneway.producing.producer import Acknowledge, Producer
+from laneway.results import Produce
 from laneway.retry import RetryPolicy, RetryQueue
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class AcknowledgedWrites(Generic[T]):
         self._producer: Producer | None = None
         self._policy = policy
         self._give_up_after = give_up_after
-        self._retries: RetryQueue[tuple[_Pending[T], OutgoingRecord]] = RetryQueue()
+        self._retries: RetryQueue[tuple[_Pending[T], Produce]] = RetryQueue()
         self._settled: list[T] = []
         self._abandoned: list[tuple[T, str, int]] = []
         self._ensured: set[str] = set()
@@ -89,7 +90,7 @@ class AcknowledgedWrites(Generic[T]):
         self.write_errors = 0
         """Failed writes so far (each one was or will be written again)."""
 
-    def write(self, input: T, records: Sequence[OutgoingRecord], like: str | None = None) -> None:
+    def write(self, input: T, records: Sequence[Produce], like: str | None = None) -> None:
         """Write ``records`` for ``input``; it is handed back by :meth:`poll` once all of
         them are acknowledged (at once when there are none)."""
         self.pending += 1
@@ -97,8 +98,17 @@ class AcknowledgedWrites(Generic[T]):
         if not records:
             self._settle(pending)
             return
+        producer = self._producer
+        if producer is None or like is not None:
+            for record in records:
+                self._send(pending, record, 0)
+            return
+        produce = producer.produce  # the common case, inlined: this runs once per result
         for record in records:
-            self._send(pending, record, 0)
+            try:
+                produce(record, pending)
+            except LanewayError as error:
+                self._retry_or_give_up(pending, record, 0, f"{type(error).__name__}: {error}")
 
     def poll(self) -> list[T]:
         """Serve acknowledgements and due rewrites; return the inputs settled since."""
@@ -121,7 +131,7 @@ class AcknowledgedWrites(Generic[T]):
         if self._producer is not None:
             self._producer.close(timeout)
 
-    def _send(self, pending: _Pending[T], record: OutgoingRecord, tries: int) -> None:
+    def _send(self, pending: _Pending[T], record: Produce, tries: int) -> None:
         done: Acknowledge = pending if not tries else partial(self._rewritten, pending, tries)
         producer = self._producer
         try:
@@ -149,7 +159,7 @@ class AcknowledgedWrites(Generic[T]):
         self._retry_or_give_up(pending, record, tries, text)
 
     def _retry_or_give_up(
-        self, pending: _Pending[T], record: OutgoingRecord, tries: int, text: str
+        self, pending: _Pending[T], record: Produce, tries: int, text: str
     ) -> None:
         """A write of ``record`` failed after ``tries`` earlier failures: write it again
         after the backoff, or (past ``give_up_after``) give its input up."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
+from laneway.results import Produce
 from laneway.types import Header, Message
 
 Acknowledge = Callable[[Any, Any], None]
@@ -16,19 +17,6 @@ delivery report, passed straight through): a writer hands one ``done`` to many r
 and no adapter object is made per record, which matters at a result per message."""
 
 
-class OutgoingRecord(NamedTuple):
-    """A record to write: ``topic``, ``value``, ``key``, ``headers``, and ``partition``
-    (``None``: chosen from the key by the log's partitioner, as for any producer).
-
-    A named tuple, because one is built per result a handler returns."""
-
-    topic: str
-    value: bytes | None
-    key: bytes | None = None
-    headers: Sequence[Header] = ()
-    partition: int | None = None
-
-
 class Producer(Protocol):
     """Writes records asynchronously into the log of the source that created it.
 
@@ -38,11 +26,11 @@ class Producer(Protocol):
     for logs; the caller decides whether to write again.
     """
 
-    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+    def produce(self, record: Produce, done: Acknowledge) -> None:
         """Queue ``record``; ``done(error, written)`` runs once, in a later :meth:`poll` or
         :meth:`close` (see :data:`Acknowledge`)."""
 
-    def failure(self, error: Any, written: Any) -> tuple[str, OutgoingRecord]:
+    def failure(self, error: Any, written: Any) -> tuple[str, Produce]:
         """The error text of a failed write, and the record to write again, from the
         arguments its ``done`` was called with. The record has the topic, value, key and
         headers written, and the partition the log had put it in (``None`` if none yet)."""

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from laneway.engines.base import ResultGroup
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import OutgoingRecord, Producer, TraceContext
+from laneway.producing.producer import Producer, TraceContext
 from laneway.producing.transactions import Transaction
 from laneway.results import Produce
 from laneway.retry import RetryPolicy
@@ -61,15 +61,10 @@ class ResultWriter(Protocol):
         """Wait up to ``timeout`` s for writes in progress; release the producer."""
 
 
-def outgoing(
-    produce: Produce, inputs: list[Message], tracing: TraceContext | None
-) -> OutgoingRecord:
-    """The record to write for ``produce``; with tracing, its headers carry the trace of
-    the (first) input on."""
-    headers = () if produce.headers is None else produce.headers
-    if tracing is not None:
-        headers = tracing.dead_letter_headers(inputs[0], produce.topic, headers)
-    return OutgoingRecord(produce.topic, produce.value, produce.key, headers)
+def traced(produce: Produce, inputs: list[Message], tracing: TraceContext) -> Produce:
+    """``produce`` with headers that carry the trace of the (first) input on."""
+    headers = tracing.dead_letter_headers(inputs[0], produce.topic, produce.headers or ())
+    return produce._replace(headers=headers)
 
 
 class AcknowledgedResults:
@@ -100,18 +95,10 @@ class AcknowledgedResults:
 
     def write(self, groups: list[ResultGroup]) -> None:
         tracing, write = self._tracing, self._writes.write
-        if tracing is None:  # the common case, inlined: this runs once per result
-            for messages, records in groups:
-                write(
-                    messages[0] if len(messages) == 1 else messages,
-                    [OutgoingRecord(r[0], r[1], r[2], r[3] or ()) for r in records],
-                )
-            return
         for messages, records in groups:
-            write(
-                messages[0] if len(messages) == 1 else messages,
-                [outgoing(r, messages, tracing) for r in records],
-            )
+            if tracing is not None:
+                records = [traced(r, messages, tracing) for r in records]
+            write(messages[0] if len(messages) == 1 else messages, records)
 
     def poll(self) -> tuple[list[Message], list[Failure]]:
         settled: list[Message] = []
@@ -151,7 +138,7 @@ class TransactionalResults:
         tracing, produce = self._tracing, self._transaction.produce
         for messages, records in groups:
             for record in records:
-                produce(outgoing(record, messages, tracing))
+                produce(record if tracing is None else traced(record, messages, tracing))
             self._settled.extend(messages)
 
     def poll(self) -> tuple[list[Message], list[Failure]]:

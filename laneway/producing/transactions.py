@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.types import CommitPosition, PartitionId
 
 
@@ -34,7 +34,7 @@ class Transaction(Protocol):
     the consumed positions together with every record produced since the last commit.
     """
 
-    def produce(self, record: OutgoingRecord) -> None:
+    def produce(self, record: Produce) -> None:
         """Add ``record`` to the open transaction (begun on demand). Never blocks for long;
         a write the log refuses makes the next :meth:`commit` fail."""
 

@@ -14,7 +14,7 @@ from types import TracebackType
 
 from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
 from laneway.options import WhenFull, choice, seconds, whole_number
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 from laneway.sources.embedded_partition import PartitionLog
@@ -324,7 +324,7 @@ class EmbeddedLog:
         self,
         member: Member,
         positions: Mapping[PartitionId, CommitPosition],
-        records: Sequence[OutgoingRecord],
+        records: Sequence[Produce],
     ) -> None:
         """Append ``records`` and commit ``positions`` for ``member`` in one step: unknown
         topics and partitions not owned are refused before anything changes."""
@@ -333,7 +333,7 @@ class EmbeddedLog:
             parts = [self._route(r.topic, r.key, r.partition) for r in records]
             saved = self._groups.commit_locked(member, positions)
             for part, r in zip(parts, records, strict=True):
-                self._append(part, r.key, r.value, tuple(r.headers), timestamp, None)
+                self._append(part, r.key, r.value, tuple(r.headers or ()), timestamp, None)
             for part in set(parts):
                 if part.file is not None:
                     part.file.flush()

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from laneway.errors import LanewayError
-from laneway.producing.producer import Acknowledge, OutgoingRecord
+from laneway.producing.producer import Acknowledge
+from laneway.results import Produce
 from laneway.types import Header
 
 WRITE_TIMEOUT = 1.0
@@ -45,9 +46,9 @@ class EmbeddedProducer:
 
     def __init__(self, log: _Log) -> None:
         self._log = log
-        self._acknowledged: list[tuple[Acknowledge, str | None, OutgoingRecord]] = []
+        self._acknowledged: list[tuple[Acknowledge, str | None, Produce]] = []
 
-    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+    def produce(self, record: Produce, done: Acknowledge) -> None:
         try:
             _, offset = self._log.produce(
                 record.topic,
@@ -72,7 +73,7 @@ class EmbeddedProducer:
         for done, error, record in acknowledged:
             done(error, record)
 
-    def failure(self, error: Any, written: Any) -> tuple[str, OutgoingRecord]:
+    def failure(self, error: Any, written: Any) -> tuple[str, Produce]:
         return error, written
 
     def close(self, timeout: float) -> None:

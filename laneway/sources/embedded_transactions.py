@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import LanewayError, TransactionError
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.types import CommitPosition, PartitionId
 
-Transact = Callable[[Mapping[PartitionId, CommitPosition], Sequence[OutgoingRecord]], None]
+Transact = Callable[[Mapping[PartitionId, CommitPosition], Sequence[Produce]], None]
 """Appends records and commits positions for one group member, atomically."""
 
 
@@ -30,9 +30,9 @@ class EmbeddedTransaction:
 
     def __init__(self, transact: Transact) -> None:
         self._transact = transact
-        self._records: list[OutgoingRecord] = []
+        self._records: list[Produce] = []
 
-    def produce(self, record: OutgoingRecord) -> None:
+    def produce(self, record: Produce) -> None:
         self._records.append(record)
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:

@@ -16,7 +16,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from laneway.errors import SourceError
-from laneway.producing.producer import Acknowledge, OutgoingRecord
+from laneway.producing.producer import Acknowledge
+from laneway.results import Produce
 from laneway.sources.kafka_logging import client_logging
 
 log = logging.getLogger(__name__)
@@ -55,30 +56,32 @@ class KafkaProducer:
         admin_settings = dict(connection)
         client_logging(f"{name} (admin)", admin_settings)
         self._admin = AdminClient(admin_settings)  # type: ignore[arg-type]
-        self._deferred: list[tuple[Acknowledge, str, OutgoingRecord]] = []
+        self._deferred: list[tuple[Acknowledge, str, Produce]] = []
 
-    def produce(self, record: OutgoingRecord, done: Acknowledge) -> None:
+    def produce(self, record: Produce, done: Acknowledge) -> None:
         try:
-            # A delivery report carries the record's value and key but not its headers:
-            # only a record with headers needs an object of its own to be written again.
-            send(
-                self._producer, record, partial(_keeping, done, record) if record.headers else done
-            )
+            if not record.headers and record.partition is None:  # the common case, inlined
+                self._producer.produce(record.topic, record.value, record.key, on_delivery=done)
+            else:
+                # A delivery report carries the value and key but not the headers: only a
+                # record with headers needs an object of its own to be written again.
+                keep = partial(_keeping, done, record) if record.headers else done
+                send(self._producer, record, keep)
         except (KafkaException, BufferError) as error:
             self._deferred.append((done, f"{type(error).__name__}: {error}", record))
 
-    def failure(self, error: Any, written: Any) -> tuple[str, OutgoingRecord]:
+    def failure(self, error: Any, written: Any) -> tuple[str, Produce]:
         """From a delivery report (a ``KafkaError`` and the client's ``Message``), or from a
         write ``produce`` refused at once (the text and the record)."""
         text = error if isinstance(error, str) else f"{error.name()}: {error.str()}"
-        if isinstance(written, OutgoingRecord):
+        if isinstance(written, Produce):
             return text, written
         partition = written.partition()
-        record = OutgoingRecord(
+        record = Produce(
             written.topic(),
             written.value(),
             written.key(),
-            (),
+            None,
             partition if partition is not None and partition >= 0 else None,
         )
         return text, record
@@ -131,7 +134,7 @@ class KafkaProducer:
 
 def send(
     producer: Producer,
-    record: OutgoingRecord,
+    record: Produce,
     on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
 ) -> None:
     """Queue ``record`` on a confluent-kafka ``producer`` (raises as ``produce`` does);
@@ -157,8 +160,6 @@ def send(
     producer.produce(record.topic, record.value, record.key, **extra)
 
 
-def _keeping(
-    done: Acknowledge, record: OutgoingRecord, error: KafkaError | None, _: Message
-) -> None:
+def _keeping(done: Acknowledge, record: Produce, error: KafkaError | None, _: Message) -> None:
     """``done`` of a record with headers: hands back the record itself (see ``failure``)."""
     done(error, record)

@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import TransactionError
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.sources.kafka_logging import client_logging, describe
 from laneway.sources.kafka_producer import PRODUCER_MAX_BYTES, send
 from laneway.types import CommitPosition, PartitionId
@@ -101,7 +101,7 @@ class KafkaTransaction:
     def transactional_id(self) -> str:
         return self._id
 
-    def produce(self, record: OutgoingRecord) -> None:
+    def produce(self, record: Produce) -> None:
         self._begin()
         for _ in range(FULL_QUEUE_WAITS):
             try:

@@ -235,6 +235,12 @@ def echo_result(message: Message) -> laneway.Produce:
     return laneway.Produce(f"{message.topic}.out", message.value, message.key)
 
 
+def result_in_partition_by_value(message: Message) -> laneway.Produce:
+    """One result into ``<topic>.out``, in partition ``value % 3`` (the key is ignored)."""
+    partition = int(message.value or b"") % 3
+    return laneway.Produce(f"{message.topic}.out", message.value, message.key, partition=partition)
+
+
 async def echo_result_async(message: Message) -> laneway.Produce:
     return echo_result(message)
 

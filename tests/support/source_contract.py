@@ -22,7 +22,7 @@ from topics import LogTopic
 from laneway.config import ConsumerConfig
 from laneway.errors import SourceError
 from laneway.offsets.progress import Progress
-from laneway.producing.producer import OutgoingRecord
+from laneway.results import Produce
 from laneway.sources.base import Source
 from laneway.types import CommitPosition, Message, PartitionId
 
@@ -184,9 +184,9 @@ class SourceContract:
         producer.create_topic_like(out, like=topic.name)  # idempotent
         acks: list[object] = []
         records = [
-            OutgoingRecord(out, b"one", b"k1", [("h", b"1")]),
-            OutgoingRecord(out, b"two", None, [("none", None)]),
-            OutgoingRecord(out, b"three", b"k3", partition=2),
+            Produce(out, b"one", b"k1", [("h", b"1")]),
+            Produce(out, b"two", None, [("none", None)]),
+            Produce(out, b"three", b"k3", partition=2),
         ]
         for record in records:
             producer.produce(record, lambda error, _written: acks.append(error))
