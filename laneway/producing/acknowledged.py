@@ -98,17 +98,8 @@ class AcknowledgedWrites(Generic[T]):
         if not records:
             self._settle(pending)
             return
-        producer = self._producer
-        if producer is None or like is not None:
-            for record in records:
-                self._send(pending, record, 0)
-            return
-        produce = producer.produce  # the common case, inlined: this runs once per result
         for record in records:
-            try:
-                produce(record, pending)
-            except LanewayError as error:
-                self._retry_or_give_up(pending, record, 0, f"{type(error).__name__}: {error}")
+            self._send(pending, record, 0)
 
     def poll(self) -> list[T]:
         """Serve acknowledgements and due rewrites; return the inputs settled since."""

@@ -60,13 +60,11 @@ class KafkaProducer:
 
     def produce(self, record: Produce, done: Acknowledge) -> None:
         try:
-            if not record.headers and record.partition is None:  # the common case, inlined
-                self._producer.produce(record.topic, record.value, record.key, on_delivery=done)
-            else:
-                # A delivery report carries the value and key but not the headers: only a
-                # record with headers needs an object of its own to be written again.
-                keep = partial(_keeping, done, record) if record.headers else done
-                send(self._producer, record, keep)
+            # A delivery report carries the value and key but not the headers: only a
+            # record with headers needs an object of its own to be written again.
+            send(
+                self._producer, record, partial(_keeping, done, record) if record.headers else done
+            )
         except (KafkaException, BufferError) as error:
             self._deferred.append((done, f"{type(error).__name__}: {error}", record))
 
