@@ -403,7 +403,9 @@ def plot(report: MembersReport, directory: Path) -> Path:
     loop's 2-process gain (on 2 cores the curve flattens there: no cores are left)."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7.5, 4.8), dpi=110)
+    from laneway.bench.plots import DPI, save, scaling_axes  # matplotlib: only when asked
+
+    figure = Figure(figsize=(7.5, 4.8), dpi=DPI)
     ax = figure.add_subplot()
     counts = sorted({r.count for r in report.members + report.workers})
     ax.plot(counts, counts, ":", color="#999999", label="ideal (scaling = count)")
@@ -422,16 +424,7 @@ def plot(report: MembersReport, directory: Path) -> Path:
             ls="--",
             label=f"bare loop, 2 processes ({report.bare_gain:.2f}x): the cores",
         )
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(counts, [str(c) for c in counts])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("members / workers")
-    ax.set_ylabel("scaling (msg/s over 1)")
+    scaling_axes(ax, counts, "members / workers", "scaling (msg/s over 1)")
     ax.set_title(f"members: {MESSAGES:,} msgs x {WORK_MS:g} ms CPU, {os.cpu_count()} cores")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    path = directory / "members.png"
     directory.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path)
-    return path
+    return save(figure, directory / "members.png")

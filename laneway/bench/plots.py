@@ -80,7 +80,7 @@ def _throughput(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
     ax.set_title(f"{scenario}: throughput by engine (higher is better)")
     ax.legend(fontsize=8, ncols=len(engines), loc="upper center", bbox_to_anchor=(0.5, -0.1))
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, directory / f"tps-{scenario}.png")
+    return save(fig, directory / f"tps-{scenario}.png")
 
 
 def _scaling(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
@@ -99,15 +99,21 @@ def _scaling(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
             style = styles[index % len(styles)]
             ax.plot(xs, ys, style, marker="o", label=label, color=COLORS[engine])
     partitions = sorted({r["partitions"] for r in rows})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(partitions, [str(p) for p in partitions])
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("partitions")
-    ax.set_ylabel("messages / second")
+    scaling_axes(ax, partitions, "partitions", "messages / second")
     ax.set_title(f"{scenario}: throughput vs partitions")
+    return save(fig, directory / f"scaling-{scenario}.png")
+
+
+def scaling_axes(ax: Axes, counts: Sequence[int], x_label: str, y_label: str) -> None:
+    """The axes of a scaling chart: ``counts`` (partitions, members) labelled along a
+    base-2 x axis, y from 0, a legend and a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
-    return _save(fig, directory / f"scaling-{scenario}.png")
 
 
 def _latency(
@@ -138,7 +144,7 @@ def _latency(
     for index in range(len(variants), lines * cols):
         axes[index // cols][index % cols].set_visible(False)
     fig.suptitle(f"{scenario}: latency CDF ({how})")
-    return _save(fig, directory / f"latency-{scenario}.png")
+    return save(fig, directory / f"latency-{scenario}.png")
 
 
 def _short(value: float) -> str:
@@ -151,7 +157,8 @@ def _short(value: float) -> str:
     return f"{value:.0f}"
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
+    """Lay ``fig`` out (unless it has a layout engine) and write it to ``path``."""
     if fig.get_layout_engine() is None:
         fig.tight_layout()
     fig.savefig(path)
