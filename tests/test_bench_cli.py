@@ -380,14 +380,17 @@ def test_bus_reports_latency_and_producer_blocking(tmp_path: Path) -> None:
 def test_batch_and_results_twins_run_next_to_each_engine(tmp_path: Path) -> None:
     json_path = tmp_path / "run.json"
     result = invoke(
-        [*SMALL, "--scenarios", "trivial", "--engines", "baseline,async", "--no-ceilings",
+        [*SMALL, "--scenarios", "trivial", "--engines", "raw,baseline,async", "--no-ceilings",
          "--batch-size", "16", "--results", "--json", str(json_path)]
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = json.loads(json_path.read_text())["rows"]
     twins = ("", "batch", "results", "exactly-once")
-    expected = [f"{e}+{t}" if t else e for e in ("baseline", "async") for t in twins]
+    expected = ["raw", "raw+results"]  # the bare loop writing too: the client's own cost
+    expected += [f"{e}+{t}" if t else e for e in ("baseline", "async") for t in twins]
     assert [row["engine"] for row in rows] == expected
+    assert all(row["status"] == "OK" for row in rows)
     assert all(row["lost"] == 0 and row["duplicates"] == 0 for row in rows)
     for twin in twins[1:]:
         assert f"trivial p2 k10 key async+{twin}: " in result.stdout
+    assert "trivial p2 k10 key raw+results: " in result.stdout

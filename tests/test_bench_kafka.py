@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
+from kafka_helpers import read_records
 
+from laneway.bench.pipelines import output_topic
+from laneway.bench.targets import KafkaTarget, backlog
 from laneway.cli import main
 
 
@@ -67,6 +70,24 @@ def test_trivial_on_kafka_keeps_order_and_loses_nothing(
         assert row["startup_s"] > 0, engine
     assert "on the kafka log at" in result.stdout
     assert "trivial: no work per message" in result.stdout
+
+
+@pytest.mark.kafka
+def test_the_raw_results_loop_writes_every_message_it_reads(kafka_bootstrap: str) -> None:
+    """The ``raw+results`` twin's bare client loop: every message read is written to the
+    output topic, and the loop ends only once all writes are acknowledged."""
+    target = KafkaTarget(kafka_bootstrap)
+    prepared = target.prepare("rawout", partitions=4, messages=3000, keys=30)
+    out = output_topic(prepared.topic)
+    try:
+        target.create_output(prepared, out)
+        result = target.raw_loop(prepared, prepared.produced, out).run()
+        assert not result.timed_out
+        assert len(result.records) == 3000
+        written = read_records(kafka_bootstrap, out, 3000)
+        assert sorted((r.key, r.value) for r in written) == sorted(backlog(3000, 30))
+    finally:
+        target.cleanup(prepared)
 
 
 def test_unreachable_broker_is_a_clear_error() -> None:

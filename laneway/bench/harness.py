@@ -137,7 +137,10 @@ class Harness:
                 self.target.cleanup(prepared)
 
     def _run_raw(self, spec: RunSpec, prepared: Prepared, task: TaskID) -> Measurement:
-        loop: RawLoop = self.target.raw_loop(prepared, prepared.produced)
+        out = output_topic(prepared.topic) if spec.instrument == RESULTS else None
+        if out is not None:
+            self.target.create_output(prepared, out)
+        loop: RawLoop = self.target.raw_loop(prepared, prepared.produced, out)
         watch = _Watch(lambda: loop.count, loop.stop, self._advance(task), self.timeout)
         started = time.monotonic_ns()
         with self._profiled(spec) as profiles, watch:

@@ -16,15 +16,17 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from laneway.bench.pipelines import RESULTS
 from laneway.metrics import NO_METRICS, Metrics
 
 INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
 
 
 def instrumented(engine: str, instruments: Sequence[str]) -> list[str]:
-    """The instruments ``engine`` gets a twin row for."""
+    """The instruments ``engine`` gets a twin row for: the raw loop only ``results``
+    (the client's own cost of writing a result, see :mod:`laneway.bench.raw`)."""
     if engine == "raw":
-        return []
+        return [i for i in instruments if i == RESULTS]
     return [i for i in instruments if not (i == "tracing" and engine == "process")]
 
 

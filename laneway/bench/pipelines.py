@@ -14,7 +14,9 @@ throughput ratio is measured side by side (see :mod:`laneway.bench.instrumentati
   ``commit_interval=0.1``: results and offsets in one transaction every 100 ms.
 
 The plain row is the consume-only baseline of those ratios: the same recording handler,
-nothing written.
+nothing written. With ``--results`` the raw loop gets a ``raw+results`` twin too: the bare
+client reading and writing every message, no laneway (see :mod:`laneway.bench.raw`), so
+the table shows what a result costs the client itself next to what it costs laneway.
 """
 
 from __future__ import annotations

@@ -6,8 +6,17 @@ embedded log it polls the same :class:`~laneway.sources.base.Source` laneway use
 it is a bare confluent-kafka ``Consumer.consume(num_messages=BATCH)`` loop, so the figure is
 what librdkafka plus the Python client deliver before laneway adds anything.
 
+With ``out`` (the ``raw+results`` twin of ``laneway bench --results``) the loop also writes
+every message it reads into the topic ``out``, the client's own cheapest at-least-once
+pipeline: on Kafka an idempotent producer with laneway's producer settings (``acks=all``,
+``linger.ms=5``) reporting failures only and flushed at the end, as a loop that flushes
+before each commit would; on the embedded log one bulk append per fetch. Its throughput
+against the plain raw row is what writing a result costs the client itself, next to
+what it costs laneway (``<engine>+results`` against ``<engine>``).
+
 Timing: from the moment the first poll returned messages to the moment the last message
-was recorded (group join and the first wait are start-up, reported apart).
+was recorded, or with ``out`` the last write acknowledged (group join and the first wait
+are start-up, reported apart).
 """
 
 from __future__ import annotations
@@ -17,15 +26,18 @@ import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from laneway.bench.recorder import Record
 from laneway.bench.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
+from laneway.sources.embedded import EmbeddedLog
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""
 POLL_TIMEOUT_S = 0.1
+FLUSH_TIMEOUT_S = 60.0
+"""Seconds the ``raw+results`` loop waits at the end for its writes to be acknowledged."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,10 @@ class RawResult:
 class RawLoop(abc.ABC):
     """A consume loop over a backlog of ``messages``; :meth:`stop` ends it from any thread."""
 
-    def __init__(self, messages: int) -> None:
+    def __init__(self, messages: int, out: str | None = None) -> None:
         self.messages = messages
+        self.out = out
+        """The topic every message read is also written to (``None``: read only)."""
         self.count = 0
         self._stop = threading.Event()
 
@@ -62,10 +76,13 @@ class RawLoop(abc.ABC):
                         first_ns = records[self.count][5]
                     self.count += fetched
                     last_ns = time.monotonic_ns()
+            written = self._finish_writes()
+            if self.out is not None:
+                last_ns = time.monotonic_ns()
         finally:
             self._close()
         elapsed = 0.0 if first_ns is None else (last_ns - first_ns) / 1e9
-        return RawResult(records, first_ns, elapsed, self.count < self.messages)
+        return RawResult(records, first_ns, elapsed, self.count < self.messages or not written)
 
     @abc.abstractmethod
     def _open(self) -> None:
@@ -79,11 +96,23 @@ class RawLoop(abc.ABC):
     def _close(self) -> None:
         """Leave the group."""
 
+    def _finish_writes(self) -> bool:
+        """Wait for the writes to ``out`` to be acknowledged; ``False`` if some were not in
+        time. Raises when the log refused one (a ceiling must not count lost writes)."""
+        return True
+
 
 class EmbeddedRawLoop(RawLoop):
-    def __init__(self, source: Source, messages: int) -> None:
-        super().__init__(messages)
+    """The raw loop on the embedded log; with ``out``, one bulk append into ``log`` per fetch."""
+
+    def __init__(
+        self, source: Source, messages: int, log: EmbeddedLog | None = None, out: str | None = None
+    ) -> None:
+        super().__init__(messages, out)
+        if out is not None and log is None:
+            raise ValueError("writing to out needs the log to append to")
         self._source = source
+        self._log = log
 
     def _open(self) -> None:
         self._source.open(IgnoreRebalances())
@@ -97,6 +126,11 @@ class EmbeddedRawLoop(RawLoop):
                 for m in batch
             ]
         )
+        if self.out is not None and batch:
+            assert self._log is not None  # checked in __init__
+            kept = self._log.produce_many(self.out, [(m.key, m.value) for m in batch])
+            if kept != len(batch):
+                raise RuntimeError(f"the log kept {kept} of {len(batch)} writes to {self.out}")
         return len(batch)
 
     def _close(self) -> None:
@@ -104,9 +138,32 @@ class EmbeddedRawLoop(RawLoop):
 
 
 class KafkaRawLoop(RawLoop):
-    def __init__(self, bootstrap_servers: str, topic: str, group: str, messages: int) -> None:
-        super().__init__(messages)
+    """The raw loop on Kafka: a bare confluent-kafka consumer; with ``out``, a bare producer
+    too (see the module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        group: str,
+        messages: int,
+        out: str | None = None,
+    ) -> None:
+        super().__init__(messages, out)
         self._topic = topic
+        self._failures: list[str] = []
+        self._producer: Producer | None = None
+        if out is not None:
+            self._producer = Producer(
+                {
+                    "bootstrap.servers": bootstrap_servers,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    "delivery.report.only.error": True,
+                    "on_delivery": self._failed,
+                }
+            )
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -129,7 +186,33 @@ class KafkaRawLoop(RawLoop):
             if m.error() is None and partition is not None and offset is not None:
                 ts = m.timestamp()[1]
                 records.append((partition, m.key(), offset, sequence_of(m.value()), ts, now, now))
+        if self._producer is not None and self.out is not None and batch:
+            self._write(self._producer, self.out, batch)
         return len(records) - before
+
+    def _write(self, producer: Producer, out: str, batch: list[Message]) -> None:
+        for m in batch:
+            while True:
+                try:
+                    producer.produce(out, m.value(), m.key())
+                    break
+                except BufferError:  # the local queue is full: let acknowledgements in
+                    producer.poll(POLL_TIMEOUT_S)
+        producer.poll(0)
+
+    def _finish_writes(self) -> bool:
+        if self._producer is None:
+            return True
+        remaining = self._producer.flush(FLUSH_TIMEOUT_S)
+        if self._failures:
+            raise RuntimeError(
+                f"{len(self._failures)} writes to {self.out} failed, first: {self._failures[0]}"
+            )
+        return remaining == 0
+
+    def _failed(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._failures.append(f"{error.name()}: {error.str()}")
 
     def _close(self) -> None:
         self._consumer.close()

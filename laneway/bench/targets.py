@@ -66,7 +66,10 @@ class Target(Protocol):
 
     def source(self, prepared: Prepared) -> Source: ...
 
-    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop: ...
+    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+        """The raw loop over the run's topic; with ``out`` it also writes every message there
+        (create it with :meth:`create_output` first)."""
+        ...
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         """Create ``topic`` with the partition count of the run's topic (results runs)."""
@@ -98,8 +101,8 @@ class EmbeddedTarget:
     def source(self, prepared: Prepared) -> Source:
         return self._logs[prepared.topic].subscribe([prepared.topic], prepared.group)
 
-    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
-        return EmbeddedRawLoop(self.source(prepared), messages)
+    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+        return EmbeddedRawLoop(self.source(prepared), messages, self._logs[prepared.topic], out)
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         log = self._logs[prepared.topic]
@@ -149,8 +152,8 @@ class KafkaTarget:
             topics=[prepared.topic],
         )
 
-    def raw_loop(self, prepared: Prepared, messages: int) -> RawLoop:
-        return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages)
+    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+        return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages, out)
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         described = self._admin.list_topics(topic=prepared.topic, timeout=REQUEST_TIMEOUT_S)
