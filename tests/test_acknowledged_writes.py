@@ -9,7 +9,7 @@ import pytest
 import laneway
 from laneway.errors import SourceError
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import Acknowledge
+from laneway.producing.producer import WriteFailure
 from laneway.results import Produce
 from laneway.retry import RetryPolicy
 from laneway.sources.embedded_producer import EmbeddedProducer
@@ -21,13 +21,18 @@ class ManualProducer:
     """A producer whose acknowledgements the test hands out one by one."""
 
     def __init__(self) -> None:
-        self.queued: list[tuple[Produce, Acknowledge]] = []
-        self.answers: list[tuple[tuple[Produce, Acknowledge], str | None]] = []
+        self.queued: list[Produce] = []
+        self.answered: set[int] = set()
+        self.reports: list[WriteFailure] = []
         self.created: list[tuple[str, str]] = []
         self.refuse_topics = False
 
-    def produce(self, record: Produce, done: Acknowledge) -> None:
-        self.queued.append((record, done))
+    def produce(self, record: Produce) -> None:
+        self.queued.append(record)
+
+    @property
+    def unacknowledged(self) -> int:
+        return len(self.queued) - len(self.answered)
 
     def create_topic_like(self, topic: str, like: str) -> None:
         if self.refuse_topics:
@@ -35,18 +40,22 @@ class ManualProducer:
         self.created.append((topic, like))
 
     def answer(self, index: int, error: str | None = None) -> None:
-        self.answers.append((self.queued[index], error))
+        """Acknowledge the ``index``-th record queued, or with ``error`` fail it."""
+        self.answered.add(index)
+        if error is not None:
+            r = self.queued[index]
+            self.reports.append(WriteFailure(error, r.topic, r.key, r.value))
 
-    def poll(self) -> None:
-        answers, self.answers = self.answers, []
-        for (record, done), error in answers:
-            done(error, record)
+    def answer_all(self) -> None:
+        for index in range(len(self.queued)):
+            self.answered.add(index)
 
-    def failure(self, error: str, written: Produce) -> tuple[str, Produce]:
-        return error, written
+    def poll(self) -> list[WriteFailure]:
+        reports, self.reports = self.reports, []
+        return reports
 
     def close(self, timeout: float) -> None:
-        self.poll()
+        pass
 
 
 def record(topic: str = "out", value: bytes = b"v") -> Produce:
@@ -58,13 +67,31 @@ def test_an_input_settles_only_when_all_its_records_are_acknowledged() -> None:
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
     writes.write("a", [record(), record()])
     writes.write("b", [record()])
-    assert writes.pending == 2
+    assert writes.poll() == []
+    assert len(producer.queued) == 3 and writes.pending == 2
     producer.answer(0)
     producer.answer(2)
-    assert writes.poll() == ["b"]
+    assert writes.poll() == [], "a record of the round is not acknowledged yet"
     producer.answer(1)
-    assert writes.poll() == ["a"]
+    assert writes.poll() == ["a", "b"]
     assert writes.pending == 0
+
+
+def test_records_written_during_a_round_go_out_with_the_next_one() -> None:
+    """One round at a time: what is written while one is in flight waits for its end, so
+    records reach the log in the order they were written."""
+    producer = ManualProducer()
+    writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
+    writes.write("a", [record(value=b"1")])
+    writes.poll()
+    writes.write("b", [record(value=b"2")])
+    assert writes.poll() == []
+    assert [r.value for r in producer.queued] == [b"1"], "b waits for a's round"
+    producer.answer(0)
+    assert writes.poll() == ["a"]
+    assert [r.value for r in producer.queued] == [b"1", b"2"]
+    producer.answer(1)
+    assert writes.poll() == ["b"]
 
 
 def test_an_input_without_records_settles_at_once() -> None:
@@ -83,16 +110,54 @@ def test_an_input_without_records_settles_at_once() -> None:
 def test_a_failed_write_is_written_again_after_the_backoff() -> None:
     producer = ManualProducer()
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
-    writes.write("a", [record()])
-    producer.answer(0, "broker said no")
+    writes.write("a", [record(value=b"1"), Produce("out", b"2", b"k", [("h", b"x")])])
+    writes.poll()
+    producer.answer(0)
+    producer.answer(1, "broker said no")
     assert writes.poll() == []
     assert writes.write_errors == 1
-    assert len(producer.queued) == 1, "not written again before the backoff"
+    assert len(producer.queued) == 2, "not written again before the backoff"
     time.sleep(0.02)
     writes.poll()
-    assert len(producer.queued) == 2
-    producer.answer(1)
+    assert producer.queued[2] == Produce("out", b"2", b"k", [("h", b"x")]), "headers kept"
+    producer.answer(2)
     assert writes.poll() == ["a"]
+    assert writes.pending == 0
+
+
+def test_of_identical_records_one_failing_one_is_written_again() -> None:
+    """A failure names topic, key and value only: one of two identical records is written
+    again, and both inputs settle once it is acknowledged."""
+    producer = ManualProducer()
+    writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
+    writes.write("a", [record()])
+    writes.write("b", [record()])
+    writes.poll()
+    producer.answer(0)
+    producer.answer(1, "no")
+    settled = writes.poll()
+    assert len(settled) == 1 and writes.write_errors == 1
+    time.sleep(0.02)
+    writes.poll()
+    assert len(producer.queued) == 3
+    producer.answer(2)
+    assert sorted(settled + writes.poll()) == ["a", "b"]
+
+
+def test_a_failure_matching_no_record_writes_the_whole_round_again() -> None:
+    producer = ManualProducer()
+    writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
+    writes.write("a", [record(value=b"1")])
+    writes.write("b", [record(value=b"2")])
+    writes.poll()
+    producer.answer_all()
+    producer.reports.append(WriteFailure("odd", "out", None, b"never written"))
+    assert writes.poll() == []
+    time.sleep(0.02)
+    writes.poll()
+    assert sorted(r.value for r in producer.queued[2:]) == [b"1", b"2"]
+    producer.answer_all()
+    assert sorted(writes.poll()) == ["a", "b"]  # rewrites are due in jittered order
 
 
 def test_missing_topics_are_created_like_the_input_topic_once() -> None:
@@ -100,6 +165,7 @@ def test_missing_topics_are_created_like_the_input_topic_once() -> None:
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
     writes.write("a", [record("orders.dlq")], like="orders")
     writes.write("b", [record("orders.dlq")], like="orders")
+    writes.poll()
     assert producer.created == [("orders.dlq", "orders")]
 
 
@@ -108,6 +174,7 @@ def test_a_refused_topic_creation_is_a_failed_write_tried_again() -> None:
     producer.refuse_topics = True
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
     writes.write("a", [record("orders.dlq")], like="orders")
+    assert writes.poll() == []
     assert writes.write_errors == 1 and not producer.queued
     producer.refuse_topics = False
     time.sleep(0.02)
@@ -116,7 +183,7 @@ def test_a_refused_topic_creation_is_a_failed_write_tried_again() -> None:
     assert writes.poll() == ["a"]
 
 
-def test_the_embedded_producer_writes_into_the_log_and_acknowledges_on_poll() -> None:
+def test_the_embedded_producer_writes_into_the_log_and_acknowledges_at_once() -> None:
     log = laneway.EmbeddedLog()
     log.create_topic("orders", partitions=3)
     producer = EmbeddedProducer(log)
@@ -130,30 +197,29 @@ def test_the_embedded_producer_writes_into_the_log_and_acknowledges_on_poll() ->
     assert log.end_offsets("orders")[2] == 1
 
 
-def test_the_embedded_producer_reports_an_unknown_topic_as_a_failed_write() -> None:
+def test_the_embedded_producer_refuses_an_unknown_topic_at_once() -> None:
     log = laneway.EmbeddedLog()
-    reports: list[tuple[object, object]] = []
     producer = EmbeddedProducer(log)
-    record = Produce("missing", b"x", b"k", [("h", b"1")])
-    producer.produce(record, lambda error, written: reports.append((error, written)))
-    assert reports == []
-    producer.poll()
-    assert len(reports) == 1 and reports[0][0] is not None
-    text, again = producer.failure(*reports[0])
-    assert "missing" in text and again == record
+    with pytest.raises(SourceError, match="missing"):
+        producer.produce(Produce("missing", b"x", b"k", [("h", b"1")]))
+    assert producer.unacknowledged == 0 and producer.poll() == []
+    writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
+    writes.write("a", [Produce("missing", b"x")])
+    assert writes.poll() == [] and writes.write_errors == 1 and writes.pending == 1
 
 
 def test_a_record_written_again_counts_its_tries_until_the_input_is_given_up() -> None:
     producer = ManualProducer()
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST, give_up_after=2)
     writes.write("a", [record("out", b"one"), record("out", b"two")])
+    writes.poll()
     producer.answer(0)
     for attempt in range(3):
         producer.answer(len(producer.queued) - 1, f"no ({attempt})")
         assert writes.poll() == []
         time.sleep(0.02)
         writes.poll()
-    assert [r.value for r, _ in producer.queued] == [b"one", b"two", b"two", b"two"]
+    assert [r.value for r in producer.queued] == [b"one", b"two", b"two", b"two"]
     assert writes.abandoned() == [("a", "no (2)", 3)]
     assert writes.pending == 0 and writes.write_errors == 3
 

@@ -1,4 +1,4 @@
-"""KafkaProducer on a real broker: what a failed delivery hands back to write again."""
+"""KafkaProducer on a real broker: what it reports of failed writes, and when."""
 
 from __future__ import annotations
 
@@ -8,21 +8,32 @@ import pytest
 from kafka_helpers import unique_name
 
 import laneway.kafka
+from laneway.errors import SourceError
+from laneway.producing.producer import WriteFailure
 from laneway.results import Produce
 from laneway.sources.kafka_producer import KafkaProducer
 
 pytestmark = pytest.mark.kafka
 
 
-def test_a_refused_record_comes_back_whole_for_the_next_write(kafka_bootstrap: str) -> None:
-    """The delivery report of a record the broker refuses (too large for its topic) is
-    turned back into the same record: topic, value, key, headers, and the partition the
-    client had put it in (the one its key picks), so writing it again writes what the
-    handler returned."""
+def settle(producer: KafkaProducer, timeout_s: float = 30.0) -> list[WriteFailure]:
+    """Poll until nothing is unacknowledged; the failures reported on the way."""
+    failures = producer.poll()
+    deadline = time.monotonic() + timeout_s
+    while producer.unacknowledged and time.monotonic() < deadline:
+        time.sleep(0.01)
+        failures += producer.poll()
+    assert producer.unacknowledged == 0, "the broker answered in time"
+    return failures
+
+
+def test_refused_records_are_reported_by_topic_key_and_value(kafka_bootstrap: str) -> None:
+    """Records the broker refuses (too large for their topic) come back from ``poll`` with
+    the error and what identifies them; the record that fits is not reported, and nothing
+    counts as unacknowledged once every answer is in."""
     topic = unique_name("refused")
     laneway.kafka.create_topic(kafka_bootstrap, topic, 3, config={"max.message.bytes": "2000"})
     producer = KafkaProducer({"bootstrap.servers": kafka_bootstrap})
-    reports: list[tuple[object, object]] = []
     sent = [
         Produce(topic, b"x" * 10_000, b"key", [("h", b"1"), ("none", None)]),
         Produce(topic, b"y" * 10_000, None, partition=2),
@@ -30,20 +41,23 @@ def test_a_refused_record_comes_back_whole_for_the_next_write(kafka_bootstrap: s
         Produce(topic, b"small", b"fits"),
     ]
     for record in sent:
-        producer.produce(record, lambda error, written: reports.append((error, written)))
-    deadline = time.monotonic() + 30
-    while len(reports) < len(sent) and time.monotonic() < deadline:
-        producer.poll()
-        time.sleep(0.01)
+        producer.produce(record)
+    assert producer.unacknowledged == 4
+    failures = settle(producer)
     producer.close(5.0)
-    assert len(reports) == 4
-    failed = [producer.failure(error, written) for error, written in reports if error is not None]
-    assert len(failed) == 3, "the record that fits is acknowledged"
-    texts = [text for text, _ in failed]
-    assert all("MSG_SIZE_TOO_LARGE" in text for text in texts), texts
-    again = sorted((r for _, r in failed), key=lambda r: r.value or b"")
-    with_headers, placed, plain = again
-    assert with_headers == sent[0]
-    assert placed == sent[1]
-    assert plain[:4] == sent[2][:4]  # and the partition its key picked
-    assert plain.partition is None or 0 <= plain.partition < 3
+    assert all("MSG_SIZE_TOO_LARGE" in f.error for f in failures), failures
+    reported = {f.value: (f.topic, f.key) for f in failures}
+    assert reported == {r.value: (r.topic, r.key) for r in sent[:3]}
+
+
+def test_a_full_local_queue_refuses_at_once(kafka_bootstrap: str) -> None:
+    topic = unique_name("full")
+    laneway.kafka.create_topic(kafka_bootstrap, topic, 1)
+    producer = KafkaProducer(
+        {"bootstrap.servers": kafka_bootstrap, "queue.buffering.max.messages": 1}
+    )
+    producer.produce(Produce(topic, b"first"))
+    with pytest.raises(SourceError, match="BufferError"):
+        producer.produce(Produce(topic, b"second"))
+    assert settle(producer) == []
+    producer.close(5.0)

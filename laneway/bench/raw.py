@@ -8,9 +8,10 @@ what librdkafka plus the Python client deliver before laneway adds anything.
 
 With ``out`` (the ``raw+results`` twin of ``laneway bench --results``) the loop also writes
 every message it reads into the topic ``out``, the client's own cheapest at-least-once
-pipeline: on Kafka an idempotent producer with laneway's producer settings (``acks=all``,
-``linger.ms=5``) reporting failures only and flushed at the end, as a loop that flushes
-before each commit would; on the embedded log one bulk append per fetch. Its throughput
+pipeline: on Kafka an idempotent producer (``acks=all``, ``linger.ms=5``: a loop that
+produces all the time batches best by lingering) reporting failures only and flushed at
+the end, as a loop that flushes before each commit would; on the embedded log one bulk
+append per fetch. Its throughput
 against the plain raw row is what writing a result costs the client itself, next to
 what it costs laneway (``<engine>+results`` against ``<engine>``).
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from laneway.errors import LanewayError
-from laneway.producing.producer import Acknowledge, Producer
+from laneway.producing.producer import Producer, WriteFailure
 from laneway.results import Produce
 from laneway.retry import RetryPolicy, RetryQueue
 
@@ -17,36 +16,23 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _Pending(Generic[T]):
-    """One input and how many of its records the log has not acknowledged yet.
+class _Held(Generic[T]):
+    """An input one of whose records failed: how many of its records are still to be
+    acknowledged (those being written again) and whether it was given up. Made only on
+    the failure path; an input whose records all succeed needs no object of its own."""
 
-    It is the ``done`` callback of the input's first write of every record: one object
-    per input, not one per record, because this runs for every result a handler returns
-    (and objects that live until the log acknowledges them are what the garbage
-    collector walks over and over). A record written again after a failure is
-    acknowledged through :meth:`AcknowledgedWrites._rewritten` instead, which carries the
-    try count.
-    """
+    __slots__ = ("abandoned", "input", "unacknowledged")
 
-    __slots__ = ("abandoned", "input", "like", "unacknowledged", "writes")
-
-    def __init__(
-        self, writes: AcknowledgedWrites[T], input: T, unacknowledged: int, like: str | None
-    ) -> None:
-        self.writes = writes
+    def __init__(self, input: T, unacknowledged: int) -> None:
         self.input = input
-        self.like = like
         self.unacknowledged = unacknowledged
         self.abandoned = False
 
-    def __call__(self, error: Any, written: Any) -> None:
-        if error is None:
-            if not self.abandoned:
-                self.unacknowledged -= 1
-                if not self.unacknowledged:
-                    self.writes._settle(self)
-        else:
-            self.writes._failed(self, 0, error, written)
+
+_Entry: TypeAlias = tuple[T | _Held[T], Sequence[Produce], str | None, int]
+"""What a round writes for one input: the input (or its :class:`_Held` when these are
+records written again), the records, the ``like`` topic, and how many writes of them
+failed before."""
 
 
 class AcknowledgedWrites(Generic[T]):
@@ -56,12 +42,25 @@ class AcknowledgedWrites(Generic[T]):
     This is what keeps at-least-once true when a consumer writes on: an input (the failed
     message behind a dead letter, or the message a handler produced results for) must
     not count as finished, and so must not be committed, before what was written for it
-    is durable. A record whose write fails is written again after the ``policy``'s
-    backoff without holding up any other input (only the input's own partition's commit
-    point waits); each failure is logged as a WARNING. By default that goes on for as long
-    as it takes (dead letters must not be lost); with ``give_up_after`` a record that
-    failed that many times more gives its input up: :meth:`abandoned` hands it back with
-    the last error, for the dead-letter path (handler results).
+    is durable.
+
+    Writes go out in *rounds*: everything written since the last round is queued on the
+    producer at once, and the round ends when the producer has nothing unacknowledged
+    left; its inputs are then settled, except those with a record the producer reported
+    as failed. Nothing is reported or kept per successful record (a callback per record
+    and the objects it keeps alive cost more than the write itself); rounds follow one
+    another, so records keep the order they were written in. A round lasts about the
+    producer's ``linger.ms`` plus a round trip; the inputs waiting for it hold
+    ``max_buffered`` room, so a slow log shows as backpressure.
+
+    A record whose write fails is written again after the ``policy``'s backoff without
+    holding up any other input (only the input's own partition's commit point waits);
+    each failure is logged as a WARNING. By default that goes on for as long as it takes
+    (dead letters must not be lost); with ``give_up_after`` a record that failed that many
+    times more gives its input up: :meth:`abandoned` hands it back with the last error,
+    for the dead-letter path (handler results). A failure names its record by topic, key
+    and value only, so of two identical records in one round either may be the one
+    written again: the log ends up with the same records either way.
 
     ``producer`` is created on first use (a consumer without failures never opens a
     Kafka producer). With ``like`` given to :meth:`write`, missing topics are created
@@ -81,7 +80,11 @@ class AcknowledgedWrites(Generic[T]):
         self._producer: Producer | None = None
         self._policy = policy
         self._give_up_after = give_up_after
-        self._retries: RetryQueue[tuple[_Pending[T], Produce]] = RetryQueue()
+        self._waiting: list[_Entry[T]] = []
+        self._round: list[_Entry[T]] = []
+        self._refused: list[tuple[_Entry[T], Produce, str]] = []
+        self._failures: list[WriteFailure] = []
+        self._retries: RetryQueue[tuple[_Held[T], Produce, str | None]] = RetryQueue()
         self._settled: list[T] = []
         self._abandoned: list[tuple[T, str, int]] = []
         self._ensured: set[str] = set()
@@ -91,23 +94,27 @@ class AcknowledgedWrites(Generic[T]):
         """Failed writes so far (each one was or will be written again)."""
 
     def write(self, input: T, records: Sequence[Produce], like: str | None = None) -> None:
-        """Write ``records`` for ``input``; it is handed back by :meth:`poll` once all of
-        them are acknowledged (at once when there are none)."""
+        """Write ``records`` for ``input`` with the next round; it is handed back by
+        :meth:`poll` once all of them are acknowledged (at once when there are none)."""
         self.pending += 1
-        pending = _Pending(self, input, len(records), like)
-        if not records:
-            self._settle(pending)
-            return
-        for record in records:
-            self._send(pending, record, 0)
+        if records:
+            self._waiting.append((input, records, like, 0))
+        else:
+            self._settle(input)
 
     def poll(self) -> list[T]:
-        """Serve acknowledgements and due rewrites; return the inputs settled since."""
-        if self._producer is not None:
-            self._producer.poll()
-        for (pending, record), tries in self._retries.due():
-            if not pending.abandoned:
-                self._send(pending, record, tries)
+        """End the round in flight if the log acknowledged it, start the next one (with the
+        rewrites that are due); return the inputs settled since the last call."""
+        if self._round:
+            self._end_round_if_acknowledged()
+        elif self._producer is not None:
+            self._producer.poll()  # serves the client (its logs, errors); nothing to report
+        for (held, record, like), tries in self._retries.due():
+            if not held.abandoned:
+                self._waiting.append((held, (record,), like, tries))
+        if self._waiting and not self._round:
+            self._start_round()
+            self._end_round_if_acknowledged()  # a log that appends at once (embedded)
         settled, self._settled = self._settled, []
         return settled
 
@@ -122,49 +129,111 @@ class AcknowledgedWrites(Generic[T]):
         if self._producer is not None:
             self._producer.close(timeout)
 
-    def _send(self, pending: _Pending[T], record: Produce, tries: int) -> None:
-        done: Acknowledge = pending if not tries else partial(self._rewritten, pending, tries)
-        producer = self._producer
+    def _start_round(self) -> None:
+        entries, self._waiting = self._waiting, []
+        self._round = entries
         try:
+            producer = self._producer
             if producer is None:
                 producer = self._producer = self._open_producer()
-            if pending.like is not None and record.topic not in self._ensured:
-                producer.create_topic_like(record.topic, pending.like)
-                self._ensured.add(record.topic)
-            producer.produce(record, done)
         except LanewayError as error:
-            self._retry_or_give_up(pending, record, tries, f"{type(error).__name__}: {error}")
-
-    def _rewritten(self, pending: _Pending[T], tries: int, error: Any, written: Any) -> None:
-        """``done`` of a record written again after ``tries`` failed writes."""
-        if error is None:
-            pending(None, written)
-        else:
-            self._failed(pending, tries, error, written)
-
-    def _failed(self, pending: _Pending[T], tries: int, error: Any, written: Any) -> None:
-        if pending.abandoned:
+            text = f"{type(error).__name__}: {error}"
+            self._refused += [(entry, record, text) for entry in entries for record in entry[1]]
             return
-        assert self._producer is not None  # it reported the failure
-        text, record = self._producer.failure(error, written)
-        self._retry_or_give_up(pending, record, tries, text)
+        produce, ensured = producer.produce, self._ensured
+        for entry in entries:
+            like = entry[2]
+            for record in entry[1]:
+                try:
+                    if like is not None and record.topic not in ensured:
+                        producer.create_topic_like(record.topic, like)
+                        ensured.add(record.topic)
+                    produce(record)
+                except LanewayError as error:
+                    self._refused.append((entry, record, f"{type(error).__name__}: {error}"))
+
+    def _end_round_if_acknowledged(self) -> None:
+        producer = self._producer
+        if producer is not None:
+            failures = producer.poll()
+            if failures:
+                self._failures += failures
+            if producer.unacknowledged:
+                return
+        self._end_round()
+
+    def _end_round(self) -> None:
+        entries, self._round = self._round, []
+        failed = self._failed_in(entries) if self._refused or self._failures else None
+        for entry in entries:
+            owner, records, like, tries = entry
+            bad = None if failed is None else failed.get(id(entry))
+            if bad is None:
+                if not isinstance(owner, _Held):
+                    self._settle(owner)
+                    continue
+                owner.unacknowledged -= len(records)
+                if not owner.unacknowledged and not owner.abandoned:
+                    self._settle(owner.input)
+                continue
+            held = owner if isinstance(owner, _Held) else _Held(owner, len(records))
+            held.unacknowledged -= len(records) - len(bad)
+            for record, text in bad:
+                self._retry_or_give_up(held, record, like, tries, text)
+
+    def _failed_in(self, entries: list[_Entry[T]]) -> dict[int, list[tuple[Produce, str]]]:
+        """The records of the round that failed, by ``id`` of their entry: those refused at
+        once, and those the producer reported, found by topic, key and value."""
+        failed: dict[int, list[tuple[Produce, str]]] = {}
+        refused, self._refused = self._refused, []
+        failures, self._failures = self._failures, []
+        for entry, record, text in refused:
+            failed.setdefault(id(entry), []).append((record, text))
+        if not failures:
+            return failed
+        skip = {(id(entry), id(record)) for entry, record, _ in refused}
+        queued: dict[tuple[str, bytes | None, bytes | None], list[tuple[_Entry[T], Produce]]]
+        queued = {}
+        for entry in entries:
+            for record in entry[1]:
+                if (id(entry), id(record)) not in skip:
+                    queued.setdefault((record.topic, record.value, record.key), []).append(
+                        (entry, record)
+                    )
+        for failure in failures:
+            matches = queued.get((failure.topic, failure.value, failure.key))
+            if not matches:
+                # Cannot happen with a producer that keeps to its protocol; if it does,
+                # writing the whole round again may duplicate records but loses none.
+                log.error(
+                    "a failed write to %s matches no record written; writing the round again",
+                    failure.topic,
+                )
+                return {
+                    id(entry): [(record, failure.error) for record in entry[1]] for entry in entries
+                }
+            entry, record = matches.pop()
+            failed.setdefault(id(entry), []).append((record, failure.error))
+        return failed
 
     def _retry_or_give_up(
-        self, pending: _Pending[T], record: Produce, tries: int, text: str
+        self, held: _Held[T], record: Produce, like: str | None, tries: int, text: str
     ) -> None:
         """A write of ``record`` failed after ``tries`` earlier failures: write it again
         after the backoff, or (past ``give_up_after``) give its input up."""
+        if held.abandoned:
+            return
         self.write_errors += 1
         limit = self._give_up_after
         if limit is not None and tries >= limit:
             log.warning("write to %s failed: %s; giving up", record.topic, text)
-            pending.abandoned = True
+            held.abandoned = True
             self.pending -= 1
-            self._abandoned.append((pending.input, text, tries + 1))
+            self._abandoned.append((held.input, text, tries + 1))
             return
-        delay = self._retries.later((pending, record), tries + 1, self._policy)
+        delay = self._retries.later((held, record, like), tries + 1, self._policy)
         log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, text, delay)
 
-    def _settle(self, pending: _Pending[T]) -> None:
+    def _settle(self, input: T) -> None:
         self.pending -= 1
-        self._settled.append(pending.input)
+        self._settled.append(input)

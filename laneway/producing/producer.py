@@ -2,49 +2,56 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
 
 from laneway.results import Produce
 from laneway.types import Header, Message
 
-Acknowledge = Callable[[Any, Any], None]
-"""``done(error, written)``, called once per record: ``error`` is ``None`` when the log
-acknowledged the record (durable); otherwise the write failed, and
-:meth:`Producer.failure` turns the two arguments into the error text and the record to
-write again. Both arguments are the log client's own (for Kafka, confluent-kafka's
-delivery report, passed straight through): a writer hands one ``done`` to many records
-and no adapter object is made per record, which matters at a result per message."""
+
+class WriteFailure(NamedTuple):
+    """A record the log refused after it was queued: the error text (for logs) and what
+    identifies the record, its ``topic``, ``key`` and ``value`` (a log client's failure
+    report carries no more; the writer finds its own record by these)."""
+
+    error: str
+    topic: str
+    key: bytes | None
+    value: bytes | None
 
 
 class Producer(Protocol):
     """Writes records asynchronously into the log of the source that created it.
 
     Obtained from ``Source.producer()`` and used from the consumer's control thread only.
-    ``produce`` never blocks for long: acknowledgements (or errors) are delivered through
-    the ``done`` callback inside a later :meth:`poll` or :meth:`close`. Error texts are
-    for logs; the caller decides whether to write again.
+    Successes are not reported one by one (a call per record is a good part of what a
+    result costs): a record is acknowledged once it is neither :attr:`unacknowledged` nor
+    reported by :meth:`poll` as failed. So a writer that waits for ``unacknowledged`` to
+    reach 0 knows that everything it queued before is durable, except the failures
+    :meth:`poll` handed back. Error texts are for logs; the caller decides whether to
+    write again.
     """
 
-    def produce(self, record: Produce, done: Acknowledge) -> None:
-        """Queue ``record``; ``done(error, written)`` runs once, in a later :meth:`poll` or
-        :meth:`close` (see :data:`Acknowledge`)."""
+    def produce(self, record: Produce) -> None:
+        """Queue ``record`` without waiting for the log; raises
+        :class:`laneway.errors.SourceError` when it is refused at once (a full local
+        queue, an unknown topic)."""
 
-    def failure(self, error: Any, written: Any) -> tuple[str, Produce]:
-        """The error text of a failed write, and the record to write again, from the
-        arguments its ``done`` was called with. The record has the topic, value, key and
-        headers written, and the partition the log had put it in (``None`` if none yet)."""
+    @property
+    def unacknowledged(self) -> int:
+        """Records queued and neither acknowledged nor handed back as failed yet (after a
+        :meth:`poll`)."""
+
+    def poll(self) -> list[WriteFailure]:
+        """Serve the log client; the records that failed since the last call."""
 
     def create_topic_like(self, topic: str, like: str) -> None:
         """Create ``topic`` with the partition count (and record size limit) of ``like``
         unless it exists. Idempotent; raises :class:`laneway.errors.SourceError` when the
         log refuses."""
 
-    def poll(self) -> None:
-        """Run the ``done`` callbacks of writes acknowledged or failed since the last call."""
-
     def close(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for queued writes (running their callbacks); release."""
+        """Wait up to ``timeout`` s for queued writes; release the producer."""
 
 
 class TraceContext(Protocol):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
-from laneway.errors import LanewayError
-from laneway.producing.producer import Acknowledge
+from laneway.errors import LanewayError, SourceError
+from laneway.producing.producer import WriteFailure
 from laneway.results import Produce
 from laneway.types import Header
 
@@ -38,17 +38,17 @@ class _Log(Protocol):
 class EmbeddedProducer:
     """Appends records to the same :class:`~laneway.EmbeddedLog` a source reads.
 
-    Appends happen at once, but acknowledgements are still handed back through
-    :meth:`poll`, like on Kafka. In a bounded log (``capacity``) an append waits up to
-    ``WRITE_TIMEOUT`` seconds for room and then counts as failed (the caller writes it
-    again later): subscribe a group to the topics written to, or they fill up.
+    Appends happen at once, so nothing is ever :attr:`unacknowledged`: a record the log
+    refuses (an unknown topic, a full log) raises from :meth:`produce`. In a bounded log
+    (``capacity``) an append waits up to ``WRITE_TIMEOUT`` seconds for room and then counts
+    as failed (the caller writes it again later): subscribe a group to the topics written
+    to, or they fill up.
     """
 
     def __init__(self, log: _Log) -> None:
         self._log = log
-        self._acknowledged: list[tuple[Acknowledge, str | None, Produce]] = []
 
-    def produce(self, record: Produce, done: Acknowledge) -> None:
+    def produce(self, record: Produce) -> None:
         try:
             _, offset = self._log.produce(
                 record.topic,
@@ -59,22 +59,20 @@ class EmbeddedProducer:
                 timeout=WRITE_TIMEOUT,
             )
         except LanewayError as error:
-            self._acknowledged.append((done, f"{type(error).__name__}: {error}", record))
-            return
-        dropped = None if offset >= 0 else "dropped: the log is full"
-        self._acknowledged.append((done, dropped, record))
+            raise SourceError(f"{type(error).__name__}: {error}") from error
+        if offset < 0:
+            raise SourceError(f"dropped: {record.topic} is full")
+
+    @property
+    def unacknowledged(self) -> int:
+        return 0
+
+    def poll(self) -> list[WriteFailure]:
+        return []
 
     def create_topic_like(self, topic: str, like: str) -> None:
         if topic not in self._log.topics():
             self._log.create_topic(topic, partitions=self._log.partitions(like))
 
-    def poll(self) -> None:
-        acknowledged, self._acknowledged = self._acknowledged, []
-        for done, error, record in acknowledged:
-            done(error, record)
-
-    def failure(self, error: Any, written: Any) -> tuple[str, Produce]:
-        return error, written
-
     def close(self, timeout: float) -> None:
-        self.poll()
+        """Nothing to wait for: every append is done."""
