@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka_helpers import unique_name
+from source_contract import until_acknowledged
 
 import laneway.kafka
 from laneway.errors import SourceError
-from laneway.producing.producer import WriteFailure
 from laneway.results import Produce
 from laneway.sources.kafka_producer import KafkaProducer
 
 pytestmark = pytest.mark.kafka
-
-
-def settle(producer: KafkaProducer, timeout_s: float = 30.0) -> list[WriteFailure]:
-    """Poll until nothing is unacknowledged; the failures reported on the way."""
-    failures = producer.poll()
-    deadline = time.monotonic() + timeout_s
-    while producer.unacknowledged and time.monotonic() < deadline:
-        time.sleep(0.01)
-        failures += producer.poll()
-    assert producer.unacknowledged == 0, "the broker answered in time"
-    return failures
 
 
 def test_refused_records_are_reported_by_topic_key_and_value(kafka_bootstrap: str) -> None:
@@ -43,7 +30,7 @@ def test_refused_records_are_reported_by_topic_key_and_value(kafka_bootstrap: st
     for record in sent:
         producer.produce(record)
     assert producer.unacknowledged == 4
-    failures = settle(producer)
+    failures = until_acknowledged(producer)
     producer.close(5.0)
     assert all("MSG_SIZE_TOO_LARGE" in f.error for f in failures), failures
     reported = {f.value: (f.topic, f.key) for f in failures}
@@ -59,5 +46,5 @@ def test_a_full_local_queue_refuses_at_once(kafka_bootstrap: str) -> None:
     producer.produce(Produce(topic, b"first"))
     with pytest.raises(SourceError, match="BufferError"):
         producer.produce(Produce(topic, b"second"))
-    assert settle(producer) == []
+    assert until_acknowledged(producer) == []
     producer.close(5.0)

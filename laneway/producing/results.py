@@ -6,10 +6,12 @@ with the messages they were returned for (a *result group*, see
 hands its messages back as finished only once the whole group is durable:
 
 * :class:`AcknowledgedResults` (the default, at-least-once): through the source's
-  :class:`~laneway.producing.producer.Producer`, each group settled once the log
-  acknowledged every record. A record whose write fails is written again after the retry
-  backoff, ``max_retries`` times, and then its group's messages fail with
-  ``ProduceError`` and take the dead-letter path (or ``on_failure``).
+  :class:`~laneway.producing.producer.Producer`, in rounds, each group settled once the
+  log acknowledged every record (see
+  :class:`~laneway.producing.acknowledged.AcknowledgedWrites`). A record whose write
+  fails is written again after the retry backoff, ``max_retries`` times, and then its
+  group's messages fail with ``ProduceError`` and take the dead-letter path (or
+  ``on_failure``).
 * :class:`TransactionalResults` (``exactly_once=True``): into the source's open
   transaction; the messages are settled at once, because the transaction that commits
   their offsets is the one that makes their results visible (see
@@ -39,8 +41,9 @@ PRODUCE_ERROR = "ProduceError"
 """The error type of a message whose results could not be written."""
 ACKNOWLEDGEMENT_WAIT = 0.001
 """Seconds the control loop waits at most in one turn while results await acknowledgement:
-acknowledgements are served once per turn (a producer calls back only when polled), and
-the inputs they finish hold buffer room and the commit point until then."""
+a round of writes is seen to end (and the next one starts) only when the writer is
+polled, once per turn, and the inputs it finishes hold buffer room and the commit point
+until then."""
 
 
 class ResultWriter(Protocol):

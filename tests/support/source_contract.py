@@ -22,11 +22,26 @@ from topics import LogTopic
 from laneway.config import ConsumerConfig
 from laneway.errors import SourceError
 from laneway.offsets.progress import Progress
+from laneway.producing.producer import Producer, WriteFailure
 from laneway.results import Produce
 from laneway.sources.base import Source
 from laneway.types import CommitPosition, Message, PartitionId
 
 WAIT_S = 30.0
+
+
+def until_acknowledged(producer: Producer, timeout_s: float = WAIT_S) -> list[WriteFailure]:
+    """Poll ``producer`` until nothing is unacknowledged (asserted); the failures it
+    reported on the way."""
+    failures = producer.poll()
+    deadline = time.monotonic() + timeout_s
+    while producer.unacknowledged and time.monotonic() < deadline:
+        time.sleep(0.01)
+        failures += producer.poll()
+    assert producer.unacknowledged == 0, "the log answered in time"
+    return failures
+
+
 UNORDERED = {"ordering": "unordered"}
 
 
@@ -189,12 +204,7 @@ class SourceContract:
         ]
         for record in records:
             producer.produce(record)
-        failures = producer.poll()
-        deadline = time.monotonic() + WAIT_S
-        while producer.unacknowledged and time.monotonic() < deadline:
-            time.sleep(0.01)
-            failures += producer.poll()
-        assert producer.unacknowledged == 0, "acknowledged in time"
+        failures = until_acknowledged(producer)
         producer.close(5.0)
         assert failures == []
         read = {value: (key, headers) for key, value, headers in topic.read(out, 3)}
