@@ -31,6 +31,7 @@ from laneway.health import Health
 from laneway.limits.gate import AsyncGate, ThreadGate, gate_for
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
+from laneway.signal_relay import SignalRelay
 from laneway.sources.base import Source
 from laneway.sources.capabilities import check_source, engine_config
 from laneway.stats import ConsumerStats
@@ -252,9 +253,7 @@ class Consumer:
         ):
             yield
             return
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in _SIGNALS}
-        try:
+        # Not signal.signal(sig, self._on_signal): stopping takes a lock the interrupted
+        # control loop (the main thread, with the sync engine) may be holding.
+        with SignalRelay(_SIGNALS, self._on_signal):
             yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)

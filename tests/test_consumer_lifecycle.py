@@ -68,6 +68,43 @@ def test_second_signal_aborts_a_long_drain(tmp_path: Path) -> None:
     assert time.monotonic() - started < 6.0, "the second signal did not cut the drain short"
 
 
+SIGNAL_UNDER_LOCK = """
+import os, signal, time, laneway
+log = laneway.EmbeddedLog()
+log.create_topic("t", partitions=1)
+for i in range(50):
+    log.produce("t", value=b"x", key=b"k")
+consumer = None
+def handle(m):
+    if m.offset == 0:
+        # The sync engine runs this on the main thread, the one Python runs signal handlers
+        # on: hold the lock the control thread takes many times a turn, and be signalled
+        # inside it, as a SIGTERM landing in the control loop's own critical section is.
+        with consumer._plane.completions._lock:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+    time.sleep(0.01)
+consumer = laneway.Consumer(log.subscribe(["t"], group="g"), handle, engine="sync")
+stats = consumer.run()
+print("processed", stats.processed, flush=True)
+"""
+
+
+def test_a_signal_landing_while_the_control_thread_holds_a_lock_still_stops_it() -> None:
+    """The signal handler must not take a lock the interrupted code may hold: it would
+    wait for itself forever (a member that never exits on SIGTERM)."""
+    child = subprocess.run(
+        [sys.executable, "-c", SIGNAL_UNDER_LOCK],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    processed = int(child.stdout.split()[-1])
+    assert 1 <= processed < 50, "stopped gracefully, before the backlog was done"
+
+
 def test_run_async_runs_handlers_on_the_callers_loop() -> None:
     topic = EmbeddedTopic(partitions=2)
     topic.produce([(str(i).encode(), b"v") for i in range(200)])
