@@ -33,6 +33,7 @@ from laneway.bench.recorder import Record
 from laneway.bench.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
 from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.kafka_logging import describe_error
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""
@@ -107,11 +108,9 @@ class EmbeddedRawLoop(RawLoop):
     """The raw loop on the embedded log; with ``out``, one bulk append into ``log`` per fetch."""
 
     def __init__(
-        self, source: Source, messages: int, log: EmbeddedLog | None = None, out: str | None = None
+        self, source: Source, messages: int, log: EmbeddedLog, out: str | None = None
     ) -> None:
         super().__init__(messages, out)
-        if out is not None and log is None:
-            raise ValueError("writing to out needs the log to append to")
         self._source = source
         self._log = log
 
@@ -128,7 +127,6 @@ class EmbeddedRawLoop(RawLoop):
             ]
         )
         if self.out is not None and batch:
-            assert self._log is not None  # checked in __init__
             kept = self._log.produce_many(self.out, [(m.key, m.value) for m in batch])
             if kept != len(batch):
                 raise RuntimeError(f"the log kept {kept} of {len(batch)} writes to {self.out}")
@@ -213,7 +211,7 @@ class KafkaRawLoop(RawLoop):
 
     def _failed(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            self._failures.append(f"{error.name()}: {error.str()}")
+            self._failures.append(describe_error(error))
 
     def _close(self) -> None:
         self._consumer.close()

@@ -49,7 +49,8 @@ class KafkaProducer:
             "enable.idempotence": True,
             # A writer queues a whole round of records at once and waits for all of them
             # (see AcknowledgedWrites): lingering would only make every round longer
-            # (measured: rounds of ~9 ms at 5 ms, ~5 ms at 0; results 10-40% faster).
+            # (measured: rounds p50 ~9 ms at 5 ms, ~5 ms at 0; 500,000 results, two runs
+            # each: sync 154k/136k -> 186k/148k msg/s, thread 90k/70k -> 102k/138k).
             "linger.ms": 0,
             "acks": "all",
             "message.max.bytes": PRODUCER_MAX_BYTES,
