@@ -149,7 +149,8 @@ from laneway.options import EventLoop, uvloop_installed
     is_flag=True,
     help="Run each laneway engine again returning one laneway.Produce per message into "
     "<topic>.out, at-least-once and with exactly_once=True (commit_interval 0.1 s), and "
-    "print each against consume-only (the plain row).",
+    "print each against consume-only (the plain row); the raw loop runs again writing "
+    "every message it reads (raw+results: the client's own cost).",
 )
 @click.option(
     "--topic-prefix",
