@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 
 import laneway
 from laneway.errors import SourceError
 from laneway.producing.acknowledged import AcknowledgedWrites
-from laneway.producing.producer import WriteFailure
+from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
 from laneway.retry import RetryPolicy
 from laneway.sources.embedded_producer import EmbeddedProducer
@@ -27,12 +28,14 @@ class ManualProducer:
         self.created: list[tuple[str, str]] = []
         self.refuse_topics = False
 
-    def produce(self, record: Produce) -> None:
-        self.queued.append(record)
+    def produce(self, records: Sequence[Produce]) -> list[Refusal]:
+        self.queued += records
+        return []
 
     @property
     def unacknowledged(self) -> int:
-        return len(self.queued) - len(self.answered)
+        """As the protocol says: a failure counts until :meth:`poll` hands it back."""
+        return len(self.queued) - len(self.answered) + len(self.reports)
 
     def create_topic_like(self, topic: str, like: str) -> None:
         if self.refuse_topics:
@@ -200,8 +203,11 @@ def test_the_embedded_producer_writes_into_the_log_and_acknowledges_at_once() ->
 def test_the_embedded_producer_refuses_an_unknown_topic_at_once() -> None:
     log = laneway.EmbeddedLog()
     producer = EmbeddedProducer(log)
-    with pytest.raises(SourceError, match="missing"):
-        producer.produce(Produce("missing", b"x", b"k", [("h", b"1")]))
+    fits, missing = Produce("orders", b"y"), Produce("missing", b"x", b"k", [("h", b"1")])
+    log.create_topic("orders")
+    [refusal] = producer.produce([missing, fits])
+    assert refusal.position == 0 and "missing" in refusal.error
+    assert log.end_offsets("orders") == {0: 1}
     assert producer.unacknowledged == 0 and producer.poll() == []
     writes: AcknowledgedWrites[str] = AcknowledgedWrites(lambda: producer, FAST)
     writes.write("a", [Produce("missing", b"x")])

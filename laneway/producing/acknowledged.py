@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeAlias, TypeVar
 
 from laneway.errors import LanewayError
@@ -88,6 +88,9 @@ class AcknowledgedWrites(Generic[T]):
         self._settled: list[T] = []
         self._abandoned: list[tuple[T, str, int]] = []
         self._ensured: set[str] = set()
+        self._creating: list[tuple[_Entry[T], str]] = []
+        self._rewrites = False
+        self._round_rewrites = False
         self.pending = 0
         """Inputs written for and not yet settled."""
         self.write_errors = 0
@@ -97,24 +100,47 @@ class AcknowledgedWrites(Generic[T]):
         """Write ``records`` for ``input`` with the next round; it is handed back by
         :meth:`poll` once all of them are acknowledged (at once when there are none)."""
         self.pending += 1
-        if records:
-            self._waiting.append((input, records, like, 0))
-        else:
+        if not records:
             self._settle(input)
+        elif like is None:
+            self._waiting.append((input, records, None, 0))
+        else:
+            self._queue_like((input, records, like, 0), like)
+
+    def write_all(self, writes: Iterable[tuple[T, Sequence[Produce]]]) -> None:
+        """:meth:`write` for many inputs at once (none with a ``like`` topic): handler
+        results, a few hundred thousand a second. An input without records settles with
+        the next round."""
+        entries: list[_Entry[T]] = [(input, records, None, 0) for input, records in writes]
+        self.pending += len(entries)
+        self._waiting += entries
 
     def poll(self) -> list[T]:
         """End the round in flight if the log acknowledged it, start the next one (with the
         rewrites that are due); return the inputs settled since the last call."""
-        if self._round:
-            self._end_round_if_acknowledged()
-        elif self._producer is not None:
-            self._producer.poll()  # serves the client (its logs, errors); nothing to report
+        producer = self._producer
+        if producer is not None and producer.unacknowledged:
+            # Only while something is outstanding: polling a Kafka client releases the
+            # GIL, and getting it back from busy handler threads costs the control thread
+            # up to a switch interval (see the Producer protocol: nothing outstanding,
+            # nothing to hand back).
+            failures = producer.poll()
+            if failures:
+                self._failures += failures
+        if self._round and not self._outstanding():
+            self._end_round()
         for (held, record, like), tries in self._retries.due():
             if not held.abandoned:
-                self._waiting.append((held, (record,), like, tries))
+                self._rewrites = True
+                entry: _Entry[T] = (held, (record,), like, tries)
+                if like is None:
+                    self._waiting.append(entry)
+                else:
+                    self._queue_like(entry, like)
         if self._waiting and not self._round:
             self._start_round()
-            self._end_round_if_acknowledged()  # a log that appends at once (embedded)
+            if not self._outstanding():  # a log that appends at once (embedded)
+                self._end_round()
         settled, self._settled = self._settled, []
         return settled
 
@@ -129,9 +155,17 @@ class AcknowledgedWrites(Generic[T]):
         if self._producer is not None:
             self._producer.close(timeout)
 
+    def _queue_like(self, entry: _Entry[T], like: str) -> None:
+        """Queue an entry whose missing topics are to be created like the ``like`` topic
+        (dead letters) before its records are written."""
+        self._waiting.append(entry)
+        if any(record.topic not in self._ensured for record in entry[1]):
+            self._creating.append((entry, like))
+
     def _start_round(self) -> None:
         entries, self._waiting = self._waiting, []
         self._round = entries
+        self._round_rewrites, self._rewrites = self._rewrites, False
         try:
             producer = self._producer
             if producer is None:
@@ -139,31 +173,46 @@ class AcknowledgedWrites(Generic[T]):
         except LanewayError as error:
             text = f"{type(error).__name__}: {error}"
             self._refused += [(entry, record, text) for entry in entries for record in entry[1]]
+            self._creating = []
             return
-        produce, ensured = producer.produce, self._ensured
-        for entry in entries:
-            like = entry[2]
-            for record in entry[1]:
-                try:
-                    if like is not None and record.topic not in ensured:
-                        producer.create_topic_like(record.topic, like)
-                        ensured.add(record.topic)
-                    produce(record)
-                except LanewayError as error:
-                    self._refused.append((entry, record, f"{type(error).__name__}: {error}"))
+        if self._creating:
+            entries = self._create_topics(producer, entries)
+        records = [record for entry in entries for record in entry[1]]
+        refusals = producer.produce(records)
+        if refusals:
+            owners = [entry for entry in entries for _ in entry[1]]
+            self._refused += [(owners[index], records[index], text) for index, text in refusals]
 
-    def _end_round_if_acknowledged(self) -> None:
+    def _create_topics(self, producer: Producer, entries: list[_Entry[T]]) -> list[_Entry[T]]:
+        """Create the missing topics of the round's entries that asked for it; return the
+        entries to write (those whose topic could not be created are refused)."""
+        creating, self._creating = self._creating, []
+        failed: set[int] = set()
+        for entry, like in creating:
+            for record in entry[1]:
+                if record.topic in self._ensured:
+                    continue
+                try:
+                    producer.create_topic_like(record.topic, like)
+                    self._ensured.add(record.topic)
+                except LanewayError as error:
+                    failed.add(id(entry))
+                    text = f"{type(error).__name__}: {error}"
+                    self._refused += [(entry, record, text) for record in entry[1]]
+                    break
+        return [entry for entry in entries if id(entry) not in failed] if failed else entries
+
+    def _outstanding(self) -> bool:
         producer = self._producer
-        if producer is not None:
-            failures = producer.poll()
-            if failures:
-                self._failures += failures
-            if producer.unacknowledged:
-                return
-        self._end_round()
+        return producer is not None and producer.unacknowledged > 0
 
     def _end_round(self) -> None:
         entries, self._round = self._round, []
+        if not self._refused and not self._failures and not self._round_rewrites:
+            # The common case, in bulk: every record acknowledged, every owner an input.
+            self._settled += [entry[0] for entry in entries]  # type: ignore[misc]
+            self.pending -= len(entries)
+            return
         failed = self._failed_in(entries) if self._refused or self._failures else None
         for entry in entries:
             owner, records, like, tries = entry

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
 from laneway.results import Produce
@@ -20,6 +20,14 @@ class WriteFailure(NamedTuple):
     value: bytes | None
 
 
+class Refusal(NamedTuple):
+    """A record :meth:`Producer.produce` could not queue: its ``position`` in the records
+    given and the error text."""
+
+    position: int
+    error: str
+
+
 class Producer(Protocol):
     """Writes records asynchronously into the log of the source that created it.
 
@@ -32,15 +40,16 @@ class Producer(Protocol):
     write again.
     """
 
-    def produce(self, record: Produce) -> None:
-        """Queue ``record`` without waiting for the log; raises
-        :class:`laneway.errors.SourceError` when it is refused at once (a full local
-        queue, an unknown topic)."""
+    def produce(self, records: Sequence[Produce]) -> list[Refusal]:
+        """Queue ``records`` in order without waiting for the log; return those refused at
+        once (a full local queue, an unknown topic), which are not queued. One call for a
+        whole round of records: Python calls per record are most of what a writer costs."""
 
     @property
     def unacknowledged(self) -> int:
         """Records queued and neither acknowledged nor handed back as failed yet (after a
-        :meth:`poll`)."""
+        :meth:`poll`). While it is 0 :meth:`poll` has nothing to hand back, and a writer
+        need not call it (a Kafka client's poll costs the control thread the GIL)."""
 
     def poll(self) -> list[WriteFailure]:
         """Serve the log client; the records that failed since the last call."""

@@ -27,7 +27,7 @@ retry after ``delivery.timeout.ms`` comes later).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from laneway.engines.base import ResultGroup
 from laneway.producing.acknowledged import AcknowledgedWrites
@@ -91,25 +91,31 @@ class AcknowledgedResults:
             producer, policy, give_up_after=policy.max_retries
         )
         self._tracing = tracing
+        self._batches = False
+        """Whether a group of several messages was written (then settled inputs may be
+        lists); a consumer without a batch handler never pays for flattening them."""
 
     @property
     def pending(self) -> int:
         return self._writes.pending
 
     def write(self, groups: list[ResultGroup]) -> None:
-        tracing, write = self._tracing, self._writes.write
-        for messages, records in groups:
-            if tracing is not None:
-                records = [traced(r, messages, tracing) for r in records]
-            write(messages[0] if len(messages) == 1 else messages, records)
+        tracing = self._tracing
+        if tracing is not None:
+            groups = [(m, [traced(r, m, tracing) for r in records]) for m, records in groups]
+        if not self._batches:
+            self._batches = any(len(messages) > 1 for messages, _ in groups)
+        self._writes.write_all(
+            (messages[0] if len(messages) == 1 else messages, records)
+            for messages, records in groups
+        )
 
     def poll(self) -> tuple[list[Message], list[Failure]]:
-        settled: list[Message] = []
-        for done in self._writes.poll():
-            if isinstance(done, list):
-                settled.extend(done)
-            else:
-                settled.append(done)
+        done = self._writes.poll()
+        if self._batches:  # some inputs are lists of messages (a batch handler's groups)
+            settled = [m for d in done for m in (d if isinstance(d, list) else (d,))]
+        else:  # every input is a message
+            settled = cast(list[Message], done)
         failed = [
             Failure(message, PRODUCE_ERROR, f"writing its results failed: {error}", tries)
             for given_up, error, tries in self._writes.abandoned()

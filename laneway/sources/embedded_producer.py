@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from laneway.errors import LanewayError, SourceError
-from laneway.producing.producer import WriteFailure
+from laneway.errors import LanewayError
+from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
 from laneway.types import Header
 
@@ -39,7 +39,7 @@ class EmbeddedProducer:
     """Appends records to the same :class:`~laneway.EmbeddedLog` a source reads.
 
     Appends happen at once, so nothing is ever :attr:`unacknowledged`: a record the log
-    refuses (an unknown topic, a full log) raises from :meth:`produce`. In a bounded log
+    refuses (an unknown topic, a full log) is refused by :meth:`produce` at once. In a bounded log
     (``capacity``) an append waits up to ``WRITE_TIMEOUT`` seconds for room and then counts
     as failed (the caller writes it again later): subscribe a group to the topics written
     to, or they fill up.
@@ -48,20 +48,24 @@ class EmbeddedProducer:
     def __init__(self, log: _Log) -> None:
         self._log = log
 
-    def produce(self, record: Produce) -> None:
-        try:
-            _, offset = self._log.produce(
-                record.topic,
-                value=record.value,
-                key=record.key,
-                headers=record.headers,
-                partition=record.partition,
-                timeout=WRITE_TIMEOUT,
-            )
-        except LanewayError as error:
-            raise SourceError(f"{type(error).__name__}: {error}") from error
-        if offset < 0:
-            raise SourceError(f"dropped: {record.topic} is full")
+    def produce(self, records: Sequence[Produce]) -> list[Refusal]:
+        refused: list[Refusal] = []
+        for index, record in enumerate(records):
+            try:
+                _, offset = self._log.produce(
+                    record.topic,
+                    value=record.value,
+                    key=record.key,
+                    headers=record.headers,
+                    partition=record.partition,
+                    timeout=WRITE_TIMEOUT,
+                )
+            except LanewayError as error:
+                refused.append(Refusal(index, f"{type(error).__name__}: {error}"))
+                continue
+            if offset < 0:
+                refused.append(Refusal(index, f"dropped: {record.topic} is full"))
+        return refused
 
     @property
     def unacknowledged(self) -> int:

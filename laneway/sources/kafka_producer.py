@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -14,7 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from laneway.errors import SourceError
-from laneway.producing.producer import WriteFailure
+from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
 from laneway.sources.kafka_logging import client_logging
 
@@ -66,11 +67,25 @@ class KafkaProducer:
         self._admin = AdminClient(admin_settings)  # type: ignore[arg-type]
         self._failures: list[WriteFailure] = []
 
-    def produce(self, record: Produce) -> None:
-        try:
-            send(self._producer, record)
-        except (KafkaException, BufferError) as error:
-            raise SourceError(f"{type(error).__name__}: {error}") from error
+    def produce(self, records: Sequence[Produce]) -> list[Refusal]:
+        refused: list[Refusal] = []
+        producer = self._producer
+        queue = producer.produce
+        start, end = 0, len(records)
+        while start < end:
+            index = start
+            try:
+                for index in range(start, end):
+                    topic, value, key, headers, partition = records[index]
+                    if headers or partition is not None:
+                        send(producer, records[index])
+                    else:  # inline: this loop runs for every result
+                        queue(topic, value, key)
+                return refused
+            except (KafkaException, BufferError) as error:
+                refused.append(Refusal(index, f"{type(error).__name__}: {error}"))
+                start = index + 1
+        return refused
 
     @property
     def unacknowledged(self) -> int:

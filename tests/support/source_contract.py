@@ -202,8 +202,7 @@ class SourceContract:
             Produce(out, b"two", None, [("none", None)]),
             Produce(out, b"three", b"k3", partition=2),
         ]
-        for record in records:
-            producer.produce(record)
+        assert producer.produce(records) == []
         failures = until_acknowledged(producer)
         producer.close(5.0)
         assert failures == []
