@@ -27,6 +27,7 @@ from laneway.control.plane import ControlPlane
 from laneway.engines.factory import build_engine, limits_of
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
+from laneway.gc_tuning import sized_for
 from laneway.health import Health
 from laneway.limits.gate import AsyncGate, ThreadGate, gate_for
 from laneway.observability.start import start_tracing
@@ -228,6 +229,15 @@ class Consumer:
             self._source.close()
             raise
         self._plane = plane
+        tune = self.config.tune_gc
+        sizing = sized_for(self.config.max_buffered) if tune else contextlib.nullcontext()
+        with sizing:
+            self._run_plane(plane, max_messages, idle_timeout)
+        return self.stats()
+
+    def _run_plane(
+        self, plane: ControlPlane, max_messages: int | None, idle_timeout: float | None
+    ) -> None:
         try:
             self._source.open(plane)
             self._state = "running"
@@ -238,7 +248,6 @@ class Consumer:
                 plane.shut_down(self._abort)
             finally:
                 self._state = "stopped"
-        return self.stats()
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         if self._stop.is_set():

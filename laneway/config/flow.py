@@ -92,6 +92,18 @@ class FlowOptions:
             "bool",
         ),
     )
+    tune_gc: bool = option(
+        True,
+        OptionSpec(
+            "while running, Python's youngest garbage-collector generation holds 8 objects "
+            "per max_buffered message (at most 100,000; never lowered; put back after)",
+            flag,
+            "bool",
+            "Python's default (700) walks the whole buffer every few hundred messages: "
+            "10-20% of the CPU of a run with results; turn off when the process sets its "
+            "own thresholds (see laneway.gc_tuning)",
+        ),
+    )
 
 
 class FlowKeywords(TypedDict, total=False):
@@ -105,3 +117,4 @@ class FlowKeywords(TypedDict, total=False):
     metadata_max_bytes: int
     exactly_once: bool
     handle_signals: bool
+    tune_gc: bool
