@@ -125,9 +125,9 @@ def records_of(returned: object) -> Records:
     if returned is None:
         return []
     if isinstance(returned, Produce):
-        # A tuple, not a list: results wait for their round in the writer, and a tuple of
-        # a Produce drops out of the garbage collector's sight where a list never does
-        # (measured: ~30% fewer collections, ~20% less control-thread CPU per result).
+        # A tuple, not a list: smaller and cheaper to build, for an object that waits
+        # for its round in the writer (measured in paired runs: ~30% fewer collections,
+        # ~20% less control-thread CPU per result; both stay tracked by the collector).
         return (returned,)
     if isinstance(returned, (list, tuple)):
         records = [r for r in returned if isinstance(r, Produce)]
