@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, TypeAlias, TypeVar
+from typing import Generic, TypeAlias, TypeVar, cast
 
 from laneway.errors import LanewayError
 from laneway.producing.producer import Producer, WriteFailure
@@ -198,7 +198,7 @@ class AcknowledgedWrites(Generic[T]):
                 except LanewayError as error:
                     failed.add(id(entry))
                     text = f"{type(error).__name__}: {error}"
-                    self._refused += [(entry, record, text) for record in entry[1]]
+                    self._refused += [(entry, refused, text) for refused in entry[1]]
                     break
         return [entry for entry in entries if id(entry) not in failed] if failed else entries
 
@@ -209,8 +209,9 @@ class AcknowledgedWrites(Generic[T]):
     def _end_round(self) -> None:
         entries, self._round = self._round, []
         if not self._refused and not self._failures and not self._round_rewrites:
-            # The common case, in bulk: every record acknowledged, every owner an input.
-            self._settled += [entry[0] for entry in entries]  # type: ignore[misc]
+            # The common case, in bulk: every record acknowledged, every owner an input
+            # (a _Held owner comes only with a rewrite).
+            self._settled += cast(list[T], [entry[0] for entry in entries])
             self.pending -= len(entries)
             return
         failed = self._failed_in(entries) if self._refused or self._failures else None
