@@ -20,8 +20,8 @@ hands its messages back as finished only once the whole group is durable:
 Order: groups are written in the order engines reported them, and a lane's messages are
 reported in offset order, so results keyed like their input (same key, same partition)
 are written in input order. A write that failed and is written again may land after later
-results of its key (the idempotent producer keeps order among its own retries; laneway's
-retry after ``delivery.timeout.ms`` comes later).
+results of its key (the producer keeps order among its own retries, one request in
+flight per broker; laneway's retry after ``delivery.timeout.ms`` comes later).
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ class KafkaSource:
         return frozenset(self._owned)
 
     def producer(self) -> KafkaProducer:
-        """A new idempotent producer into the same cluster (see :class:`KafkaProducer`)."""
+        """A new producer into the same cluster (see :class:`KafkaProducer`)."""
         return KafkaProducer(self._connection, f"{self._name} producer")
 
     def transaction(self) -> KafkaTransaction:

@@ -171,7 +171,7 @@ class KafkaShareSource:
         return ShareProgress(self, config, self._journal)
 
     def producer(self) -> KafkaProducer:
-        """A new idempotent producer into the same cluster (dead letters, results)."""
+        """A new producer into the same cluster (dead letters, results)."""
         return KafkaProducer(dict(self._connection), f"{self._name} producer")
 
     # -- the Source protocol ----------------------------------------------------------
