@@ -13,6 +13,7 @@ would need their own SDK set-up.
 from __future__ import annotations
 
 import contextlib
+import statistics
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -82,7 +83,12 @@ def _sdk_tracing() -> Iterator[None]:
 def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per variant and engine: each twin's throughput relative to the plain row of the same
     run (instrumented twins here, and the batch and results twins of
-    :mod:`laneway.bench.pipelines`)."""
+    :mod:`laneway.bench.pipelines`).
+
+    With ``--repeat``, a twin runs right after its plain row in every repetition, so the
+    ratio is taken per repetition and the median of those is reported, with each one: the
+    machine's drift between repetitions moves both rows of a repetition alike, and a ratio
+    of two medians could pair rows of different repetitions."""
     plain = {(r["scenario"], r["variant"], r["engine"]): r for r in rows if "+" not in r["engine"]}
     lines = []
     for row in rows:
@@ -92,13 +98,27 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         base = plain.get((row["scenario"], row["variant"], engine))
         if base is None or not base["tps"]:
             continue
-        ratio = row["tps"] / base["tps"]
+        ratios = paired_ratios(row, base)
+        ratio = statistics.median(ratios)
         if what in INSTRUMENTS:
             said = f"{engine}: {what} on {ratio:.2f}x of off"
         else:
             said = f"{engine}+{what}: {ratio:.2f}x of {engine}"
+        each = ""
+        if len(ratios) > 1:
+            each = f"; per repetition {', '.join(f'{r:.2f}' for r in ratios)}"
         lines.append(
             f"{row['scenario']} {row['variant']} {said} "
-            f"({row['tps']:,.0f} vs {base['tps']:,.0f} msg/s)"
+            f"({row['tps']:,.0f} vs {base['tps']:,.0f} msg/s{each})"
         )
     return lines
+
+
+def paired_ratios(row: dict[str, Any], base: dict[str, Any]) -> list[float]:
+    """``row``'s msg/s over ``base``'s, repetition by repetition (both rows' ``tps_runs``
+    are in the order the repetitions ran); the two medians' ratio when they did not run
+    equally often (a row that failed in one repetition)."""
+    runs, base_runs = row.get("tps_runs") or [], base.get("tps_runs") or []
+    if len(runs) > 1 and len(runs) == len(base_runs) and all(base_runs):
+        return [tps / base_tps for tps, base_tps in zip(runs, base_runs, strict=True)]
+    return [row["tps"] / base["tps"]]

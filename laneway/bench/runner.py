@@ -189,7 +189,8 @@ def _run_engines(
         console.print()
         console.print(
             "[bold]Twins[/bold] (throughput with instrumentation on / off, as batches, with "
-            "results; each against its plain row of the same run)"
+            "results; each against its plain row of the same run, with --repeat the median of "
+            "the per-repetition ratios)"
         )
         for line in costs:
             console.print(f"  {line}", highlight=False)

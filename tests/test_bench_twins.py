@@ -1,0 +1,39 @@
+"""The bench's Twins lines: a twin against its plain row, repetition by repetition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laneway.bench.instrumentation import cost_lines, paired_ratios
+
+
+def row(engine: str, runs: list[float], tps: float | None = None) -> dict[str, Any]:
+    """A merged bench row as far as the Twins lines read it (``tps``: the reported
+    repetition, the lower middle one as merge_rows picks it)."""
+    reported = tps if tps is not None else sorted(runs)[(len(runs) - 1) // 2]
+    return {"scenario": "trivial", "variant": "p8", "engine": engine, "tps": reported,
+            "tps_runs": runs}  # fmt: skip
+
+
+def test_each_repetition_is_paired_with_its_own_plain_run() -> None:
+    """A slow machine in the second repetition slows both rows of it: per repetition the
+    twin is at 0.60x and 0.40x (median 0.50x), while the two reported rows, taken from
+    different repetitions, would say 60,000 / 100,000 = 0.60x."""
+    plain, twin = row("thread", [100_000, 200_000]), row("thread+results", [60_000, 80_000])
+    assert paired_ratios(twin, plain) == [0.6, 0.4]
+    [line] = cost_lines([plain, twin])
+    assert "thread+results: 0.50x of thread" in line
+    assert "per repetition 0.60, 0.40" in line
+
+
+def test_one_repetition_says_one_ratio() -> None:
+    [line] = cost_lines([row("sync", [400_000]), row("sync+exactly-once", [200_000])])
+    assert "sync+exactly-once: 0.50x of sync (200,000 vs 400,000 msg/s)" in line
+    assert "per repetition" not in line
+
+
+def test_rows_that_ran_unequally_often_fall_back_to_the_reported_rows() -> None:
+    plain, twin = row("async", [100_000, 120_000, 110_000]), row("async+tracing", [55_000, 66_000])
+    assert paired_ratios(twin, plain) == [55_000 / 110_000]
+    [line] = cost_lines([plain, twin])
+    assert "async: tracing on 0.50x of off" in line
