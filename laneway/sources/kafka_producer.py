@@ -51,8 +51,8 @@ class KafkaProducer:
 
     Writes are asynchronous: a record is acknowledged once it no longer counts in
     :attr:`unacknowledged` (librdkafka's queue length) without :meth:`poll`, which the
-    consumer calls every loop, having handed it back as failed (only failures are
-    reported, ``delivery.report.only.error``). A slow or failing target topic never
+    writer calls while anything is unacknowledged, having handed it back as failed (only
+    failures are reported, ``delivery.report.only.error``). A slow or failing target topic never
     blocks the partitions that have nothing to write.
     """
 
@@ -84,20 +84,15 @@ class KafkaProducer:
         refused: list[Refusal] = []
         producer = self._producer
         queue = producer.produce
-        start, end = 0, len(records)
-        while start < end:
-            index = start
+        for index, record in enumerate(records):
+            topic, value, key, headers, partition = record
             try:
-                for index in range(start, end):
-                    topic, value, key, headers, partition = records[index]
-                    if headers or partition is not None:
-                        send(producer, records[index])
-                    else:  # inline: this loop runs for every result
-                        queue(topic, value, key)
-                return refused
+                if headers or partition is not None:
+                    send(producer, record)
+                else:  # inline: this loop runs for every result
+                    queue(topic, value, key)
             except (KafkaException, BufferError) as error:
                 refused.append(Refusal(index, f"{type(error).__name__}: {error}"))
-                start = index + 1
         return refused
 
     @property
