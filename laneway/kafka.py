@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from laneway.errors import SourceError
-from laneway.sources.kafka_logging import client_logging, describe
+from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.types import Header
 
 Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, list[Header]]
@@ -115,4 +115,4 @@ def produce(
 
 def _note(failures: list[str], error: KafkaError | None, _message: object) -> None:
     if error is not None:
-        failures.append(f"{error.name()}: {error.str()}")
+        failures.append(describe_error(error))

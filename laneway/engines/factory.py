@@ -9,8 +9,9 @@ from functools import partial
 from typing import Any
 
 from laneway.config import ConsumerConfig
+from laneway.engines.attempts import AttemptHook
 from laneway.engines.base import Engine
-from laneway.engines.invoker import AttemptHook, Invoker
+from laneway.engines.invoker import Invoker
 from laneway.limits.gate import AsyncGate, Limits, ThreadGate
 from laneway.metrics import NO_METRICS
 from laneway.options import ConcurrencyLimit, EngineKind

@@ -7,9 +7,10 @@ and :meth:`Invoker.run_batch_async`. What counts as a failure and how it is retr
 decided in :mod:`laneway.retry` (and for batches :mod:`laneway.engines.batch_runs`); what
 a handler may return in :mod:`laneway.results`; what is reported when, here.
 
-*Attempt hooks* (:class:`AttemptHook`) wrap every attempt of the handler, retries
-included: timing, tracing, or the process worker's timeout stamp. They are applied once,
-when the invoker is built, so a consumer without hooks calls the user's function directly.
+*Attempt hooks* (:class:`~laneway.engines.attempts.AttemptHook`) wrap every attempt of the
+handler, retries included: timing, tracing, or the process worker's timeout stamp. They are
+applied once, when the invoker is built, so a consumer without hooks calls the user's
+function directly.
 
 *Limits* (``max_rate``, ``concurrency_limit="adaptive"``) are a gate each message passes
 before its handler runs (:mod:`laneway.limits.gate`): outside the attempt, so waiting there
@@ -27,8 +28,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableSequence, Sequence
-from typing import Any, Protocol
 
+from laneway.engines.attempts import (
+    BATCH_ID,
+    INDEX,
+    AsyncHandler,
+    AttemptHook,
+    SyncHandler,
+)
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
 from laneway.engines.run_report import RunReport
@@ -50,10 +57,6 @@ from laneway.retry import (
 )
 from laneway.types import Failure, Message
 
-SyncHandler = Callable[[Any], object]
-"""A plain handler: called with a message (or, with ``batch_size``, a list of them)."""
-AsyncHandler = Callable[[Any], Awaitable[object]]
-"""An ``async def`` handler, likewise."""
 FailureRecord = tuple[int, str, str, int, str]
 """A failed message of a process-engine batch: ``(index in batch, error type, error text,
 attempts, traceback)``."""
@@ -66,23 +69,6 @@ BatchResult = tuple[
 """What a process worker reports for a batch: failures, handler seconds of each message
 run (when timed), ``(index, retries)`` of the messages that were retried, the results, and
 the indices of messages left unstarted (none today: workers sleep their backoffs)."""
-
-BATCH_ID = 0
-INDEX = 1
-STARTED = 2
-"""Slots of a process worker's shared progress array: the batch being run, the message's
-index in it, and when its current attempt started (``time.monotonic_ns()``, 0 between
-attempts; only written when the policy has a timeout)."""
-PROGRESS_SLOTS = 3
-
-
-class AttemptHook(Protocol):
-    """Wraps every attempt of a handler: ``wrap`` for plain functions, ``wrap_async`` for
-    ``async def`` ones. A hook used by the process engine is pickled to its workers."""
-
-    def wrap(self, handler: SyncHandler) -> SyncHandler: ...
-
-    def wrap_async(self, handler: AsyncHandler) -> AsyncHandler: ...
 
 
 class Invoker:
@@ -403,30 +389,6 @@ class Invoker:
             return call(self._sync, message, self.policy, _sleep, records_of)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
             return failed_for_good(error, 1), 1, None
-
-
-class AttemptStamp:
-    """An :class:`AttemptHook` for process workers with a handler timeout: writes when each
-    attempt starts into the shared progress array, so the parent can kill a worker whose
-    attempt runs too long."""
-
-    def __init__(self, progress: MutableSequence[int]) -> None:
-        self._progress = progress
-
-    def wrap(self, handler: SyncHandler) -> SyncHandler:
-        progress = self._progress
-
-        def stamped(message: Message) -> object:
-            progress[STARTED] = time.monotonic_ns()
-            try:
-                return handler(message)
-            finally:
-                progress[STARTED] = 0
-
-        return stamped
-
-    def wrap_async(self, handler: AsyncHandler) -> AsyncHandler:
-        raise TypeError("process workers run plain functions only")
 
 
 _NEVER = threading.Event()

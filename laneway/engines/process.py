@@ -43,9 +43,9 @@ from collections.abc import Callable, Collection, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
+from laneway.engines.attempts import AttemptHook
 from laneway.engines.base import Completions
 from laneway.engines.handler_checks import describe_handler, import_advice
-from laneway.engines.invoker import AttemptHook
 from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import (
     OPEN_FAILED,

@@ -40,7 +40,8 @@ from collections.abc import MutableSequence
 from multiprocessing.connection import Connection
 from queue import SimpleQueue
 
-from laneway.engines.invoker import AttemptStamp, Invoker
+from laneway.engines.attempts import AttemptStamp
+from laneway.engines.invoker import Invoker
 from laneway.limits.gate import gate_for
 from laneway.retry import RetryPolicy, describe
 

@@ -28,7 +28,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
 
-from laneway.engines.invoker import AsyncHandler, SyncHandler
+from laneway.engines.attempts import AsyncHandler, SyncHandler
 from laneway.types import Header, Message
 
 
@@ -58,7 +58,7 @@ _SETTER = _HeaderSetter()
 
 
 class TracingHook:
-    """An :class:`~laneway.engines.invoker.AttemptHook` that runs each attempt inside a
+    """An :class:`~laneway.engines.attempts.AttemptHook` that runs each attempt inside a
     CONSUMER span. Picklable (it holds only text), so process workers get it too."""
 
     def __init__(self, system: str, group: str) -> None:

@@ -23,14 +23,12 @@ from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_messages import messages_of
+from laneway.sources.kafka_positions import cached_log_ends, committed_positions, unread_counts
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = logging.getLogger(__name__)
-
-COMMITTED_TIMEOUT_S = 10.0
-"""How long the assignment callback waits for the group coordinator's committed offsets."""
 
 _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
@@ -273,41 +271,14 @@ class KafkaSource:
         high watermark librdkafka saw in its latest fetch response (no request is made;
         0 until the partition has been fetched once)."""
         self._check_opened()
-        owned = [TopicPartition(*pid) for pid in partitions if pid in self._owned]
-        if not owned:
-            return {}
-        consumer = self._consumer
-        try:
-            positions = consumer.position(owned)
-        except KafkaException:
-            return {(tp.topic, tp.partition): 0 for tp in owned}
-        counts: dict[PartitionId, int] = {}
-        for at in positions:
-            pid = (at.topic, at.partition)
-            try:
-                _, high = consumer.get_watermark_offsets(at, cached=True)
-            except KafkaException:
-                high = -1
-            start = at.offset if at.offset >= 0 else self._starts.get(pid, 0)
-            counts[pid] = max(0, high - start) if high >= 0 else 0
-        return counts
+        owned = [pid for pid in partitions if pid in self._owned]
+        return unread_counts(self._consumer, owned, self._starts) if owned else {}
 
     def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """High watermarks of owned partitions from librdkafka's latest fetch responses (no
         request; partitions not fetched yet are left out)."""
         self._check_opened()
-        ends: dict[PartitionId, int] = {}
-        for pid in partitions:
-            if pid in self._owned:
-                try:
-                    _, high = self._consumer.get_watermark_offsets(
-                        TopicPartition(*pid), cached=True
-                    )
-                except KafkaException:
-                    continue
-                if high >= 0:
-                    ends[pid] = high
-        return ends
+        return cached_log_ends(self._consumer, [pid for pid in partitions if pid in self._owned])
 
     def close(self) -> None:
         """Revoke owned partitions through the listener, leave the group, free the client.
@@ -338,7 +309,7 @@ class KafkaSource:
             # An assignment still queued when close() started: librdkafka treats it as an
             # unassign (the library's fallback assign call); the listener is not told.
             return
-        positions = self._committed(consumer, partitions) if partitions else {}
+        positions = committed_positions(consumer, partitions, self._name) if partitions else {}
         start = [
             TopicPartition(t, p, OFFSET_INVALID if pos is None else pos.offset)
             for (t, p), pos in positions.items()
@@ -394,28 +365,6 @@ class KafkaSource:
             self._owned.discard(pid)
             self._paused.discard(pid)
             self._starts.pop(pid, None)
-
-    def _committed(
-        self, consumer: Consumer, partitions: list[TopicPartition]
-    ) -> dict[PartitionId, CommitPosition | None]:
-        query = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        try:
-            found = consumer.committed(query, timeout=COMMITTED_TIMEOUT_S)
-        except KafkaException as exc:
-            raise SourceError(
-                f"{self._name}: reading committed offsets failed: {describe(exc)}"
-            ) from exc
-        positions: dict[PartitionId, CommitPosition | None] = {}
-        for tp in found:
-            if tp.error is not None:
-                raise SourceError(
-                    f"{self._name}: reading the committed offset of {tp.topic}[{tp.partition}] "
-                    f"failed: {describe_error(tp.error)}"
-                )
-            positions[(tp.topic, tp.partition)] = (
-                CommitPosition(tp.offset, tp.metadata or "") if tp.offset >= 0 else None
-            )
-        return positions
 
     def _skip_or_raise(self, error: KafkaError) -> None:
         # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from laneway.errors import SourceError
 from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
-from laneway.sources.kafka_logging import client_logging
+from laneway.sources.kafka_logging import client_logging, describe, describe_error
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class KafkaProducer:
                 else:  # inline: this loop runs for every result
                     queue(topic, value, key)
             except (KafkaException, BufferError) as error:
-                refused.append(Refusal(index, f"{type(error).__name__}: {error}"))
+                refused.append(Refusal(index, f"{type(error).__name__}: {describe(error)}"))
         return refused
 
     @property
@@ -130,9 +130,10 @@ class KafkaProducer:
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            text = f"{error.name()}: {error.str()}"
             self._failures.append(
-                WriteFailure(text, message.topic() or "", message.key(), message.value())
+                WriteFailure(
+                    describe_error(error), message.topic() or "", message.key(), message.value()
+                )
             )
 
     def _limits_of(self, topic: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import TransactionError
 from laneway.results import Produce
-from laneway.sources.kafka_logging import client_logging, describe
+from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_producer import PRODUCER_MAX_BYTES, send
 from laneway.types import CommitPosition, PartitionId
 
@@ -204,4 +204,4 @@ class KafkaTransaction:
 
     def _delivered(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None and self._failed is None:
-            self._failed = f"writing to {message.topic()} failed: {error.name()}: {error.str()}"
+            self._failed = f"writing to {message.topic()} failed: {describe_error(error)}"

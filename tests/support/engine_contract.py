@@ -20,9 +20,9 @@ import pytest
 import recording
 
 from laneway.config import ConsumerConfig
+from laneway.engines.attempts import AttemptHook
 from laneway.engines.base import Completions, Engine
 from laneway.engines.factory import build_engine
-from laneway.engines.invoker import AttemptHook
 from laneway.options import Ordering
 from laneway.types import Failure, Message
 
