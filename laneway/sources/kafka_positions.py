@@ -56,10 +56,7 @@ def unread_counts(
     counts: dict[PartitionId, int] = {}
     for at in positions:
         pid = (at.topic, at.partition)
-        try:
-            _, high = consumer.get_watermark_offsets(at, cached=True)
-        except KafkaException:
-            high = -1
+        high = _cached_high(consumer, at)
         start = at.offset if at.offset >= 0 else starts.get(pid, 0)
         counts[pid] = max(0, high - start) if high >= 0 else 0
     return counts
@@ -70,10 +67,17 @@ def cached_log_ends(consumer: Consumer, partitions: list[PartitionId]) -> dict[P
     request; the others are left out)."""
     ends: dict[PartitionId, int] = {}
     for pid in partitions:
-        try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(*pid), cached=True)
-        except KafkaException:
-            continue
+        high = _cached_high(consumer, TopicPartition(*pid))
         if high >= 0:
             ends[pid] = high
     return ends
+
+
+def _cached_high(consumer: Consumer, partition: TopicPartition) -> int:
+    """The high watermark of the client's latest fetch response for ``partition``; -1 when
+    it has none (not fetched yet, or the client cannot say)."""
+    try:
+        _, high = consumer.get_watermark_offsets(partition, cached=True)
+    except KafkaException:
+        return -1
+    return int(high)
