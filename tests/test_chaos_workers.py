@@ -20,7 +20,7 @@ import pytest
 import recording
 from chaos_harness import ChildProcess, Progress, chaos_seed, check_run, wait_until
 
-from laneway.engines.process import MAX_BATCH, PIPELINE
+from laneway.engines.process_batching import MAX_BATCH, PIPELINE
 
 MESSAGES = 20_000
 PARTITIONS = 4

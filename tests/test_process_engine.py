@@ -15,7 +15,8 @@ import process_handlers as handlers
 import pytest
 
 from laneway.engines.base import Completions
-from laneway.engines.process import BATCH_SECONDS, MAX_BATCH, PIPELINE, ProcessEngine
+from laneway.engines.process import ProcessEngine
+from laneway.engines.process_batching import BATCH_SECONDS, MAX_BATCH, PIPELINE
 from laneway.engines.process_slot import TIMED_OUT, WORKER_DIED
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.options import Ordering

@@ -38,6 +38,7 @@ from laneway.engines.attempts import (
 )
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
+from laneway.engines.process_reply import BatchReply, BatchResult
 from laneway.engines.run_report import RunReport
 from laneway.lifecycle import Lifecycle
 from laneway.limits.gate import AsyncGate, ThreadGate
@@ -56,19 +57,6 @@ from laneway.retry import (
     timed_out,
 )
 from laneway.types import Failure, Message
-
-FailureRecord = tuple[int, str, str, int, str]
-"""A failed message of a process-engine batch: ``(index in batch, error type, error text,
-attempts, traceback)``."""
-ResultRecord = tuple[list[int], Records]
-"""Results of a process-engine batch: the indices of the messages they were returned for
-(one message, or a batch handler's batch) and the records."""
-BatchResult = tuple[
-    list[FailureRecord], list[float], list[tuple[int, int]], list[ResultRecord], list[int]
-]
-"""What a process worker reports for a batch: failures, handler seconds of each message
-run (when timed), ``(index, retries)`` of the messages that were retried, the results, and
-the indices of messages left unstarted (none today: workers sleep their backoffs)."""
 
 
 class Invoker:
@@ -290,23 +278,22 @@ class Invoker:
         message run when ``timed`` (else empty), which messages were retried and the
         results. With ``batch_size`` the rows are run in handler batches of that size (the
         index written is the first of the handler batch)."""
-        result: BatchResult = ([], [], [], [], [])
+        reply = BatchReply(self.timed)
         progress[INDEX] = -1
         progress[BATCH_ID] = batch_id
         if self.batch_size is None:
-            self._rows_one_by_one(rows, progress, result)
+            self._rows_one_by_one(rows, progress, reply)
         else:
-            self._rows_in_batches(rows, progress, result, self.batch_size)
+            self._rows_in_batches(rows, progress, reply, self.batch_size)
         progress[INDEX] = -1
-        return result
+        return reply.result
 
     def _rows_one_by_one(
         self,
         rows: Sequence[tuple[object, ...] | None],
         progress: MutableSequence[int],
-        result: BatchResult,
+        reply: BatchReply,
     ) -> None:
-        failures, durations, retried, results, _ = result
         timed = self.timed
         gate = self._thread_gate
         for index, row in enumerate(rows):
@@ -316,47 +303,27 @@ class Invoker:
                 gate.enter(_NEVER)
             progress[INDEX] = index
             started = time.monotonic() if timed or gate else 0.0
-            error, attempts, records = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            outcome = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
             if gate is not None:
+                error, attempts, _ = outcome
                 gate.leave(time.monotonic() - started, attempts > 1 or error is not None)
-            if timed:
-                durations.append(time.monotonic() - started)
-            if attempts > 1:
-                retried.append((index, attempts - 1))
-            if error is not None:
-                failures.append((index, *error))
-            elif records:
-                results.append(([index], records))
+            reply.ran(index, started, outcome)
 
     def _rows_in_batches(
         self,
         rows: Sequence[tuple[object, ...] | None],
         progress: MutableSequence[int],
-        result: BatchResult,
+        reply: BatchReply,
         size: int,
     ) -> None:
-        failures, durations, retried, results, _ = result
         live = [(index, Message(*row)) for index, row in enumerate(rows) if row is not None]  # type: ignore[arg-type]
         for start in range(0, len(live), size):
             chunk = live[start : start + size]
-            index_of = {id(message): index for index, message in chunk}
             progress[INDEX] = chunk[0][0]
             began = time.monotonic()
             outcome = BatchOutcome()
             self._drive([message for _, message in chunk], outcome, _sleep)
-            if self.timed:
-                durations.extend([(time.monotonic() - began) / len(chunk)] * len(chunk))
-            for failure in outcome.failed:
-                index = index_of[id(failure.message)]
-                failures.append(
-                    (index, failure.error_type, failure.error_message, failure.attempts,
-                     failure.traceback)
-                )  # fmt: skip
-            for messages, records in outcome.results:
-                results.append(([index_of[id(m)] for m in messages], records))
-            for topic, count in outcome.retries.items():
-                first = next(index for index, message in chunk if message.topic == topic)
-                retried.append((first, count))
+            reply.ran_batch(chunk, outcome, began)
 
     def _drive(
         self, batch: list[Message], outcome: BatchOutcome, wait: Callable[[float], bool]

@@ -8,8 +8,8 @@ answers a batch with one small reply carrying only its failures; two batches are
 outstanding per worker so a worker never waits for the parent's round trip. One reader
 thread in the parent waits on every pipe and process sentinel, reports whole batches
 through :class:`~laneway.engines.base.Completions`, and tops workers up from their
-queues; the control thread's :meth:`ProcessEngine.submit` only routes messages and
-wakes it.
+queues (:mod:`laneway.engines.process_batching` cuts the batches); the control
+thread's :meth:`ProcessEngine.submit` only routes messages and wakes it.
 
 Ordering. With ``ordering="key"`` or ``"partition"`` a lane is pinned to one worker
 slot for the engine's life (dealt out evenly when first seen, see
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import multiprocessing
 import pickle
 import threading
@@ -46,10 +45,10 @@ from typing import cast
 from laneway.engines.attempts import AttemptHook
 from laneway.engines.base import Completions
 from laneway.engines.handler_checks import describe_handler, import_advice
+from laneway.engines.process_batching import Batcher
 from laneway.engines.process_placement import LanePlacement
 from laneway.engines.process_slot import (
     OPEN_FAILED,
-    Batch,
     Harvest,
     Slot,
     WorkerProcess,
@@ -65,9 +64,6 @@ from laneway.types import Message, PartitionId
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 512  # most messages per batch; fewer when queued work is split across workers
-BATCH_SECONDS = 0.05  # target run time of one batch, so in-flight work drains quickly
-PIPELINE = 2  # batches outstanding per worker
 START_TIMEOUT = 60.0  # seconds start() waits for every worker to import the handler
 
 _Waitable = Connection | int
@@ -88,7 +84,8 @@ class ProcessEngine:
     batches sized to run about ``BATCH_SECONDS`` (measured as the engine runs; at most
     ``MAX_BATCH``) with ``PIPELINE`` batches per worker, so :attr:`in_flight` (sent, not
     yet reported) is at most ``MAX_BATCH * PIPELINE * concurrency`` and drains in about
-    ``PIPELINE * BATCH_SECONDS`` plus one handler call.
+    ``PIPELINE * BATCH_SECONDS`` plus one handler call (see
+    :mod:`laneway.engines.process_batching`).
     """
 
     def __init__(
@@ -105,12 +102,10 @@ class ProcessEngine:
     ) -> None:
         self._handler = handler
         self._batch_size = batch_size
-        self._batch_wait = batch_wait
-        self._filling: dict[int, float] = {}  # id(queue) -> when it last became non-empty
+        self._batcher = Batcher(ordering, batch_size, batch_wait)
         self._hooks = tuple(hooks)
         self._timed = timed
         self._limits = limits
-        self._ordering = ordering
         self._n = whole_number(concurrency, "concurrency")
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
         timeout = self._policy.timeout
@@ -127,9 +122,7 @@ class ProcessEngine:
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._wake_pending = False
         self._in_flight = 0
-        self._next_id = 0
         self._restarts = 0
-        self._per_message: float | None = None  # handler seconds per message (moving average)
         lane_of = lane_function(ordering)
         self._placement = (
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
@@ -189,9 +182,7 @@ class ProcessEngine:
         now = time.monotonic()
         with self._lock:
             for slot, bucket in zip(self._slots, buckets, strict=False):
-                if bucket and not slot.queue:
-                    self._filling[id(slot.queue)] = now
-                slot.queue.extend(bucket)
+                self._batcher.add(slot.queue, bucket, now)
             if self._wake_pending:
                 return
             self._wake_pending = True
@@ -271,7 +262,9 @@ class ProcessEngine:
                     break
             now = time.monotonic()
             timers = [s.restart_at - now for s in self._slots if s.restart_at is not None]
-            timers.extend(self._filled_in(now))
+            if self._batcher.holds_back:
+                with self._lock:
+                    timers.extend(self._batcher.filled_in(self._slots, now))
             timeout = max(min(timers, default=self._tick), 0.0)
             ready = wait([self._wake_r, *self._waitables], timeout)
             harvest = Harvest()
@@ -324,11 +317,7 @@ class ProcessEngine:
         if batch.id != batch_id:
             raise LanewayError(f"worker {slot.index} answered batch {batch_id}, not {batch.id}")
         slot.dead_streak = 0
-        ran = len(batch.messages) - len(batch.gave_up)
-        if ran:
-            per_message = seconds / ran
-            last = self._per_message
-            self._per_message = per_message if last is None else 0.7 * last + 0.3 * per_message
+        self._batcher.measure(seconds, len(batch.messages) - len(batch.gave_up))
         harvest.add(batch, result)
 
     def _report(self, harvest: Harvest) -> None:
@@ -360,75 +349,16 @@ class ProcessEngine:
 
     def _dispatch(self) -> None:
         """Move queued messages into batches for workers with a free pipeline place."""
-        plan: list[tuple[WorkerProcess, Batch]] = []
         with self._lock:
             if self._closing:
                 return
-            slots = sorted((s for s in self._slots if _open(s)), key=_open, reverse=True)
-            places = sum(_open(s) for s in slots)
-            cap = self._batch_cap()
-            now = time.monotonic()
-            for _ in range(PIPELINE):
-                for slot in slots:  # most open places (least loaded) first
-                    queue, free, worker = slot.queue, _open(slot), slot.worker
-                    if not queue or not free or worker is None or self._filling_up(queue, now):
-                        continue
-                    share = places if self._ordering is Ordering.UNORDERED else free
-                    places -= 1
-                    size = min(cap, math.ceil(len(queue) / share))
-                    if size >= len(queue):
-                        messages = list(queue)
-                        queue.clear()
-                    else:
-                        messages = [queue.popleft() for _ in range(size)]
-                    batch = Batch(self._next_id, messages)
-                    self._next_id += 1
-                    slot.outstanding.append(batch)
-                    self._in_flight += len(messages)
-                    plan.append((worker, batch))
+            plan = self._batcher.cut(self._slots, time.monotonic())
+            self._in_flight += sum(len(batch.messages) for _, batch in plan)
         for worker, batch in plan:
             worker.send_batch(batch)
-
-    def _batch_cap(self) -> int:
-        """Most messages per batch: what runs in about ``BATCH_SECONDS`` (1 until measured),
-        and with a batch handler at least one handler batch (else whole handler batches)."""
-        if self._per_message is None:
-            cap = 1
-        elif self._per_message <= BATCH_SECONDS / MAX_BATCH:
-            cap = MAX_BATCH
-        else:
-            cap = max(1, int(BATCH_SECONDS / self._per_message))
-        size = self._batch_size
-        return cap if size is None else max(size, cap - cap % size)
-
-    def _filling_up(self, queue: deque[Message], now: float) -> bool:
-        """Whether a batch handler's queue should wait for more (``batch_wait``)."""
-        size = self._batch_size
-        if size is None or len(queue) >= size:
-            return False
-        return now < self._filling.get(id(queue), now) + self._batch_wait
-
-    def _filled_in(self, now: float) -> list[float]:
-        """Seconds until each queue that is filling up may be shipped anyway."""
-        if self._batch_size is None or not self._batch_wait:
-            return []
-        with self._lock:
-            due = [
-                since + self._batch_wait - now
-                for slot in self._slots
-                if slot.queue and (since := self._filling.get(id(slot.queue))) is not None
-            ]
-        return [seconds for seconds in due if seconds > 0]
 
     def _stop_workers(self, grace: float) -> None:
         stop_all([s.worker for s in self._slots if s.worker is not None], grace)
         for slot in self._slots:
             slot.worker = None
         self._waitables.clear()
-
-
-def _open(slot: Slot) -> int:
-    """Batches the slot's worker can take now."""
-    if slot.worker is None or not slot.worker.ready:
-        return 0
-    return PIPELINE - len(slot.outstanding)
