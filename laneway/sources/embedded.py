@@ -12,9 +12,10 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
-from laneway.errors import ConfigError, LogFullError, SourceError, UnknownTopicError
+from laneway.errors import ConfigError, SourceError, UnknownTopicError
 from laneway.options import WhenFull, choice, seconds, whole_number
 from laneway.results import Produce
+from laneway.sources.embedded_appender import Appender
 from laneway.sources.embedded_coordinator import GroupCoordinator
 from laneway.sources.embedded_group import Member
 from laneway.sources.embedded_partition import PartitionLog
@@ -22,13 +23,12 @@ from laneway.sources.embedded_producer import EmbeddedProducer
 from laneway.sources.embedded_source import EmbeddedSource
 from laneway.sources.embedded_transactions import EmbeddedTransaction
 from laneway.sources.partitioner import partition_for_key
-from laneway.sources.segment import LogDirectory, encode_log_start, encode_record
-from laneway.types import CommitPosition, Header, Message, PartitionId
+from laneway.sources.segment import LogDirectory
+from laneway.types import CommitPosition, Header, PartitionId
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStats", "EmbeddedSource"]
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_WAIT_SLICE = 1.0
 
 
 @dataclass(frozen=True)
@@ -86,19 +86,17 @@ class EmbeddedLog:
         capacity: int | None = None,
         when_full: WhenFull | str = WhenFull.BLOCK,
     ) -> None:
-        self._capacity = None if capacity is None else whole_number(capacity, "capacity")
-        self._when_full = choice(WhenFull, when_full, "when_full")
+        bound = None if capacity is None else whole_number(capacity, "capacity")
+        policy = choice(WhenFull, when_full, "when_full")
         self._lock = threading.Lock()
-        self._space = threading.Condition(self._lock)
-        self._space_waiters = 0
+        self._appender = Appender(self._lock, bound, policy, self._check_open)
         self._closed = False
         self._topics: dict[str, list[PartitionLog]] = {}
         self._counts: dict[str, int] = {}
         self._round_robin: dict[str, int] = {}
-        self._produced = self._dropped_newest = self._dropped_oldest = self._blocked = 0
         self._directory = None if path is None else LogDirectory(Path(path))
         self._groups = GroupCoordinator(
-            self._lock, self._topics, self._counts, self._directory, self._room_made
+            self._lock, self._topics, self._counts, self._directory, self._appender.room_made
         )
         if self._directory is not None:
             try:
@@ -178,7 +176,7 @@ class EmbeddedLog:
         deadline = None if timeout is None else time.monotonic() + seconds(timeout, "timeout")
         with self._lock:
             part = self._route(topic, key, partition)
-            offset = self._append(part, key, value, header_tuple, timestamp, deadline)
+            offset = self._appender.append(part, key, value, header_tuple, timestamp, deadline)
             if part.file is not None:
                 part.file.flush()
             if self._groups.poll_waiters:
@@ -201,7 +199,7 @@ class EmbeddedLog:
                     if key is not None and not isinstance(key, bytes):
                         raise ConfigError(f"key={key!r} is not valid; expected bytes or None")
                     part = self._route(topic, key, None)
-                    kept += self._append(part, key, value, (), timestamp, None) >= 0
+                    kept += self._appender.append(part, key, value, (), timestamp, None) >= 0
                     touched.add(part)
             finally:
                 for part in touched:
@@ -231,61 +229,6 @@ class EmbeddedLog:
             )
         return parts[partition]
 
-    def _append(
-        self,
-        part: PartitionLog,
-        key: bytes | None,
-        value: bytes | None,
-        headers: tuple[Header, ...],
-        timestamp: int,
-        deadline: float | None,
-    ) -> int:
-        full = self._capacity is not None and part.retained() >= self._capacity
-        if full and not self._make_room(part, deadline):
-            return -1
-        offset = part.base + len(part.records)
-        message = Message(part.topic, part.partition, offset, key, value, headers, timestamp)
-        part.records.append(message)
-        self._produced += 1
-        if part.file is not None:
-            part.file.write(encode_record(message))
-        return offset
-
-    def _make_room(self, part: PartitionLog, deadline: float | None) -> bool:
-        """Apply ``when_full`` to a full partition; False means: drop the new record."""
-        capacity = self._capacity
-        assert capacity is not None
-        policy = self._when_full
-        if policy is WhenFull.DROP_NEWEST:
-            self._dropped_newest += 1
-            return False
-        if policy is WhenFull.DROP_OLDEST:
-            part.advance_start(part.start + 1)
-            self._dropped_oldest += 1
-            if part.file is not None:
-                part.file.write(encode_log_start(part.start))
-            return True
-        where = f"topic {part.topic!r} partition {part.partition}"
-        if policy is WhenFull.ERROR:
-            raise LogFullError(
-                f"{where} holds capacity={capacity} records not yet committed by every "
-                "group (when_full='error')"
-            )
-        self._blocked += 1
-        while part.retained() >= capacity:
-            self._check_open()
-            wait = _WAIT_SLICE if deadline is None else deadline - time.monotonic()
-            if wait <= 0:
-                raise LogFullError(
-                    f"{where} stayed full (capacity={capacity}) until the produce timeout"
-                )
-            self._space_waiters += 1
-            try:
-                self._space.wait(min(wait, _WAIT_SLICE))
-            finally:
-                self._space_waiters -= 1
-        return True
-
     def subscribe(
         self, topics: Sequence[str] | str, group: str, *, session_timeout: float = 30.0
     ) -> EmbeddedSource:
@@ -313,7 +256,7 @@ class EmbeddedLog:
         )
 
     def _transaction(self, member: Member) -> EmbeddedTransaction:
-        if self._capacity is not None:
+        if self._appender.capacity is not None:
             raise ConfigError(
                 "exactly_once=True needs an EmbeddedLog without capacity: a transaction "
                 "cannot wait for room while it holds the log"
@@ -333,7 +276,7 @@ class EmbeddedLog:
             parts = [self._route(r.topic, r.key, r.partition) for r in records]
             saved = self._groups.commit_locked(member, positions)
             for part, r in zip(parts, records, strict=True):
-                self._append(part, r.key, r.value, tuple(r.headers or ()), timestamp, None)
+                self._appender.append(part, r.key, r.value, tuple(r.headers or ()), timestamp, None)
             for part in set(parts):
                 if part.file is not None:
                     part.file.flush()
@@ -373,10 +316,10 @@ class EmbeddedLog:
                 for part in parts
             }
             return EmbeddedLogStats(
-                self._produced,
-                self._dropped_newest,
-                self._dropped_oldest,
-                self._blocked,
+                self._appender.produced,
+                self._appender.dropped_newest,
+                self._appender.dropped_oldest,
+                self._appender.blocked,
                 self._groups.trimmed,
                 sizes,
             )
@@ -388,7 +331,7 @@ class EmbeddedLog:
                 return
             self._closed = True
             self._groups.close_locked()
-            self._space.notify_all()
+            self._appender.wake_all()
             for parts in self._topics.values():
                 for part in parts:
                     if part.file is not None:
@@ -420,10 +363,6 @@ class EmbeddedLog:
     def _unknown(self, topic: object) -> str:
         known = ", ".join(sorted(self._topics)) or "none"
         return f"unknown topic {topic!r}; create it with create_topic() first (topics: {known})"
-
-    def _room_made(self) -> None:
-        if self._space_waiters:
-            self._space.notify_all()
 
 
 def _check_headers(headers: Iterable[tuple[str, bytes | None]]) -> tuple[Header, ...]:

@@ -6,24 +6,19 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_INVALID,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
 from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.kafka_assignment import Assignment
 from laneway.sources.kafka_checks import check_reachable, check_topics
 from laneway.sources.kafka_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka_logging import client_logging, describe, describe_error
 from laneway.sources.kafka_messages import messages_of
-from laneway.sources.kafka_positions import cached_log_ends, committed_positions, unread_counts
+from laneway.sources.kafka_positions import cached_log_ends, unread_counts
 from laneway.sources.kafka_producer import KafkaProducer
 from laneway.sources.kafka_transactions import KafkaTransaction, transactional_id
 from laneway.types import CommitPosition, Message, PartitionId
@@ -102,17 +97,12 @@ class KafkaSource:
         )
         self._settings = settings
         self._topics = list(settings.topics)
-        self._incremental = settings.incremental
         self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
         self._connection = connection_config(settings)
         self._consumer_config = dict(settings.consumer_config)
         self._errors = client_logging(self._name, self._consumer_config)
         self._consumer = self._new_client()
-        self._listener: RebalanceListener | None = None
-        self._owned: set[PartitionId] = set()
-        self._starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
-        self._paused: set[PartitionId] = set()
-        self._closing = False
+        self._assignment = Assignment(self._name, settings.incremental)
         self._closed = False
 
     @property
@@ -126,7 +116,7 @@ class KafkaSource:
     @property
     def assignment(self) -> frozenset[PartitionId]:
         """Partitions currently owned (as reported to the listener)."""
-        return frozenset(self._owned)
+        return frozenset(self._assignment.owned)
 
     def producer(self) -> KafkaProducer:
         """A new producer into the same cluster (see :class:`KafkaProducer`)."""
@@ -159,7 +149,7 @@ class KafkaSource:
         changes, the (not yet subscribed) librdkafka client is created anew with it.
         """
         self._check_usable()
-        if self._listener is not None:
+        if self._assignment.listener is not None:
             raise SourceError(f"{self._name}: bound_prefetch() must come before open()")
         changed = prefetch_settings(max_bytes, self._consumer_config)
         if changed:
@@ -176,7 +166,7 @@ class KafkaSource:
     def open(self, listener: RebalanceListener) -> None:
         """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""
         self._check_usable()
-        if self._listener is not None:
+        if self._assignment.listener is not None:
             raise SourceError(f"{self._name}: open() was already called")
         settings = self._settings
         consumer = self._consumer
@@ -189,13 +179,14 @@ class KafkaSource:
         )
         if not settings.wait_for_topics:
             check_topics(self._consumer, self._topics, settings.connect_timeout)
-        self._listener = listener
+        assignment = self._assignment
+        assignment.listener = listener
         try:
             self._consumer.subscribe(
                 self._topics,
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
+                on_assign=assignment.on_assign,
+                on_revoke=assignment.on_revoke,
+                on_lost=assignment.on_lost,
             )
         except KafkaException as exc:
             raise SourceError(f"{self._name}: subscribe failed: {describe(exc)}") from exc
@@ -234,7 +225,7 @@ class KafkaSource:
         self._check_opened()
         if not positions:
             return
-        foreign = sorted(set(positions) - self._owned)
+        foreign = sorted(set(positions) - self._assignment.owned)
         if foreign:
             raise SourceError(f"{self._name}: cannot commit partitions not owned: {foreign}")
         offsets = [
@@ -253,32 +244,34 @@ class KafkaSource:
     def pause(self, partitions: Iterable[PartitionId]) -> None:
         """Stop fetching ``partitions`` (owned ones only; others are ignored). Idempotent."""
         self._check_opened()
-        todo = [p for p in set(partitions) if p in self._owned and p not in self._paused]
+        owned, paused = self._assignment.owned, self._assignment.paused
+        todo = [p for p in set(partitions) if p in owned and p not in paused]
         if todo:
             self._call_partitions(self._consumer.pause, todo, "pause")
-            self._paused.update(todo)
+            paused.update(todo)
 
     def resume(self, partitions: Iterable[PartitionId]) -> None:
         """Undo :meth:`pause` for ``partitions`` (owned ones only). Idempotent."""
         self._check_opened()
-        todo = [p for p in set(partitions) if p in self._paused]
+        todo = [p for p in set(partitions) if p in self._assignment.paused]
         if todo:
             self._call_partitions(self._consumer.resume, todo, "resume")
-            self._paused.difference_update(todo)
+            self._assignment.paused.difference_update(todo)
 
     def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """Messages of each owned partition beyond the last one ``poll`` returned, from the
         high watermark librdkafka saw in its latest fetch response (no request is made;
         0 until the partition has been fetched once)."""
         self._check_opened()
-        owned = [pid for pid in partitions if pid in self._owned]
-        return unread_counts(self._consumer, owned, self._starts) if owned else {}
+        owned = [pid for pid in partitions if pid in self._assignment.owned]
+        return unread_counts(self._consumer, owned, self._assignment.starts) if owned else {}
 
     def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """High watermarks of owned partitions from librdkafka's latest fetch responses (no
         request; partitions not fetched yet are left out)."""
         self._check_opened()
-        return cached_log_ends(self._consumer, [pid for pid in partitions if pid in self._owned])
+        owned = [pid for pid in partitions if pid in self._assignment.owned]
+        return cached_log_ends(self._consumer, owned)
 
     def close(self) -> None:
         """Revoke owned partitions through the listener, leave the group, free the client.
@@ -288,15 +281,11 @@ class KafkaSource:
         ``Consumer.close()`` can come after it has already left the group — when an earlier
         assignment event was still pending — where a commit fails with UNKNOWN_MEMBER_ID.)
         """
-        if self._closing:
+        if self._assignment.closing:
             return
-        self._closing = True
-        owned = sorted(self._owned)
         try:
-            if owned and self._listener is not None:
-                self._listener.on_revoked(owned)
+            self._assignment.close()
         finally:
-            self._forget(owned)
             try:
                 self._consumer.close()
             except KafkaException as exc:
@@ -304,77 +293,12 @@ class KafkaSource:
             finally:
                 self._closed = True
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._closing:
-            # An assignment still queued when close() started: librdkafka treats it as an
-            # unassign (the library's fallback assign call); the listener is not told.
-            return
-        positions = committed_positions(consumer, partitions, self._name) if partitions else {}
-        start = [
-            TopicPartition(t, p, OFFSET_INVALID if pos is None else pos.offset)
-            for (t, p), pos in positions.items()
-        ]
-        # Assigning with explicit offsets makes fetching start exactly at the positions the
-        # listener is told about; OFFSET_INVALID lets auto.offset.reset decide.
-        if self._incremental:
-            consumer.incremental_assign(start)
-        else:
-            consumer.assign(start)
-        if start:
-            # librdkafka keeps a partition's pause flag across unassign/assign; a partition
-            # newly assigned to this member starts unpaused, as the listener expects.
-            consumer.resume(start)
-        self._owned.update(positions)
-        for pid, pos in positions.items():
-            if pos is None:
-                self._starts.pop(pid, None)
-            else:
-                self._starts[pid] = pos.offset
-        if positions and self._listener is not None:
-            logger.debug("%s: assigned %s", self._name, sorted(positions))
-            self._listener.on_assigned(positions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, lost=False)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, lost=True)
-
-    def _give_up(self, partitions: list[TopicPartition], lost: bool) -> None:
-        # Only partitions the listener was told about (close() has already revoked its own).
-        ids = [
-            (tp.topic, tp.partition) for tp in partitions if (tp.topic, tp.partition) in self._owned
-        ]
-        if not ids or self._listener is None:
-            return
-        if lost:
-            # Already taken away: no longer owned, so a commit for them fails fast.
-            self._forget(ids)
-            logger.warning("%s: partitions lost: %s", self._name, ids)
-            self._listener.on_lost(ids)
-            return
-        try:
-            # Still owned while the listener runs: its commits for them count.
-            logger.debug("%s: revoked %s", self._name, ids)
-            self._listener.on_revoked(ids)
-        finally:
-            self._forget(ids)
-
-    def _forget(self, ids: Iterable[PartitionId]) -> None:
-        for pid in ids:
-            self._owned.discard(pid)
-            self._paused.discard(pid)
-            self._starts.pop(pid, None)
-
     def _skip_or_raise(self, error: KafkaError) -> None:
         # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
         if error.code() == _FATAL or error.fatal():
             # The client is unusable and another member may own our partitions already
             # (e.g. a fenced static member): tell the listener they are lost, then fail.
-            owned = sorted(self._owned)
-            self._forget(owned)
-            if owned and self._listener is not None:
-                self._listener.on_lost(owned)
+            self._assignment.lose_all()
             raise SourceError(f"{self._name}: fatal consumer error: {describe_error(error)}")
         if error.code() == _PARTITION_EOF:
             logger.debug("%s: %s", self._name, error.str())
@@ -417,5 +341,5 @@ class KafkaSource:
 
     def _check_opened(self) -> None:
         self._check_usable()
-        if self._listener is None:
+        if self._assignment.listener is None:
             raise SourceError(f"{self._name}: call open(listener) first")

@@ -3,7 +3,8 @@ confluent-kafka client: the committed offsets (and metadata) it starts from on a
 and, without a request, the high watermarks of the latest fetch responses, behind the
 unread counts and log ends that lag is computed from.
 
-Used by :class:`~laneway.sources.kafka.KafkaSource`, which passes only partitions it owns.
+Used by :class:`~laneway.sources.kafka.KafkaSource` and its
+:class:`~laneway.sources.kafka_assignment.Assignment`, which pass only partitions owned.
 """
 
 from __future__ import annotations
