@@ -35,7 +35,7 @@ from service_runs import Service, wait_until
 
 import laneway
 from laneway.metrics import Metric
-from laneway.offsets.share_progress import Acknowledgement
+from laneway.offsets.acknowledgement import Acknowledgement
 from laneway.types import CommitPosition, Message, PartitionId
 
 pytestmark = pytest.mark.kafka

@@ -19,8 +19,9 @@ from metrics_recorder import Recorder
 from laneway.config import ConsumerConfig
 from laneway.control.backpressure import Backpressure
 from laneway.metrics import Metric
+from laneway.offsets.acknowledgement import Acknowledgement
 from laneway.offsets.crash_journal import CrashJournal
-from laneway.offsets.share_progress import LOCK_MARGIN, Acknowledgement, ShareProgress
+from laneway.offsets.share_progress import LOCK_MARGIN, ShareProgress
 from laneway.types import Failure, Message, PartitionId
 
 

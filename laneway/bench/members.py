@@ -24,7 +24,6 @@ the 2-member scaling can be read against it (``of bare``).
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing
 import os
 import shutil
@@ -38,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from laneway.bench.ceilings import processes
+from laneway.bench.member_counts import Configuration, CountingBusy, collect
 from laneway.bench.workloads import CpuSpin, encode_value
 from laneway.consumer import Consumer
 from laneway.sources.embedded import EmbeddedLog
-from laneway.types import Message
 
 COUNTS = (1, 2, 4, 8)
 """Members (and workers) per configuration."""
@@ -51,71 +50,6 @@ WORK_MS = 1.0
 STABLE_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 300.0
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
-
-
-class CountingBusy:
-    """The handler: ``seconds`` of busy CPU; counts per process what it handled and when.
-
-    ``close()`` (once per worker process, or once in a member's consumer) writes
-    ``<directory>/<label>-<pid>.json``: the messages handled, the first start and last end
-    (``time.monotonic_ns``, one clock for all processes) and the sequence numbers seen.
-    """
-
-    def __init__(self, seconds: float, directory: str, label: str) -> None:
-        self.seconds = seconds
-        self.directory = directory
-        self.label = label
-        self.reset()
-
-    def reset(self) -> None:
-        self.work = CpuSpin(self.seconds)
-        self.first = 0
-        self.last = 0
-        self.sequences: list[int] = []
-        self.progress: Synchronized[int] | None = None
-
-    def __reduce__(self) -> tuple[type[CountingBusy], tuple[float, str, str]]:
-        return (CountingBusy, (self.seconds, self.directory, self.label))
-
-    def __call__(self, message: Message) -> None:
-        start = time.monotonic_ns()
-        self.work(message)
-        if not self.first:
-            self.first = start
-        self.last = time.monotonic_ns()
-        self.sequences.append(int((message.value or b"-1")[:10]))
-        if self.progress is not None:
-            with self.progress.get_lock():
-                self.progress.value += 1
-
-    def open(self) -> None:
-        """Nothing to open."""
-
-    def close(self) -> None:
-        path = Path(self.directory) / f"{self.label}-{os.getpid()}.json"
-        data = {"first": self.first, "last": self.last, "sequences": self.sequences}
-        path.write_text(json.dumps(data), encoding="utf-8")
-
-
-@dataclass
-class Configuration:
-    """One row: ``count`` members (or workers), their loads and the resulting figures."""
-
-    kind: str
-    count: int
-    loads: list[int]
-    handled: int
-    distinct: int
-    produced: int
-    runtime_s: float
-    tps: float
-    scaling: float = 0.0
-    efficiency: float = 0.0
-    error: str | None = None
-
-    @property
-    def delivery(self) -> str:
-        return f"{self.distinct:,}/{self.produced:,}"
 
 
 @dataclass
@@ -200,28 +134,6 @@ def _scale(rows: list[Configuration]) -> None:
             row.efficiency = row.scaling / row.count
 
 
-def _result(
-    kind: str, count: int, directory: Path, produced: int, error: str | None = None
-) -> Configuration:
-    files = sorted(directory.glob("*.json"))
-    loads, firsts, lasts, seen = [], [], [], []
-    for path in files:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        loads.append(len(data["sequences"]))
-        seen.extend(data["sequences"])
-        if data["first"]:
-            firsts.append(data["first"])
-            lasts.append(data["last"])
-    runtime = (max(lasts) - min(firsts)) / 1e9 if firsts else 0.0
-    distinct = len(set(seen))
-    if error is None and distinct != produced:
-        error = f"delivered {distinct:,} of {produced:,}"
-    tps = distinct / runtime if runtime > 0 else 0.0
-    return Configuration(
-        kind, count, loads, len(seen), distinct, produced, runtime, tps, error=error
-    )
-
-
 def _workers(count: int, messages: int, seconds: float) -> Configuration:
     directory = Path(tempfile.mkdtemp(prefix="laneway-workers-"))
     try:
@@ -240,7 +152,7 @@ def _workers(count: int, messages: int, seconds: float) -> Configuration:
         )
         consumer.run(max_messages=messages, idle_timeout=RUN_TIMEOUT_S)
         log.close()
-        return _result("workers", count, directory, messages)
+        return collect("workers", count, directory, messages)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -330,7 +242,7 @@ def _members(
         with contextlib.suppress(Exception):
             target.delete_topic(topic)
     try:
-        return _result("members", count, directory, messages, error)
+        return collect("members", count, directory, messages, error)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

@@ -34,7 +34,6 @@ then rejected.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import heapq
 import itertools
 import logging
@@ -42,10 +41,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Collection, Mapping
 from operator import attrgetter
-from typing import Protocol
 
 from laneway.config import ConsumerConfig
 from laneway.metrics import NO_METRICS, Metric
+from laneway.offsets.acknowledgement import Acknowledgement, RecordAcknowledger
 from laneway.offsets.crash_journal import CrashJournal, RecordId
 from laneway.offsets.footprint import footprint
 from laneway.types import CommitPosition, Failure, Message, PartitionId
@@ -64,49 +63,6 @@ PROCESS_DIED = "ProcessDied"
 _partition_of = attrgetter("topic", "partition")
 _delivery_count = attrgetter("delivery_count")
 _record_id = attrgetter("topic", "partition", "offset")
-
-
-class Acknowledgement(str, enum.Enum):
-    """How a record of a share group is acknowledged (KIP-932)."""
-
-    ACCEPT = "accept"
-    RELEASE = "release"
-    REJECT = "reject"
-
-
-class RecordAcknowledger(Protocol):
-    """The capability of a source that acknowledges records one by one (a share group)."""
-
-    def acknowledge(self, messages: list[Message], kind: Acknowledgement) -> None:
-        """Acknowledge ``messages`` locally; they reach the broker with the next fetch or
-        :meth:`flush`."""
-
-    def flush(self) -> bool:
-        """Send the acknowledgements made since the last fetch or flush; True if any."""
-
-    def refused(self) -> dict[str, int]:
-        """Acknowledgements the broker refused since the last call, per topic."""
-
-    @property
-    def awaiting_acknowledgement(self) -> int:
-        """Records of the latest fetch that must be acknowledged before the source can
-        fetch again (0 when it can, or still holds fetched records to return)."""
-
-    @property
-    def unacknowledged(self) -> int:
-        """Records of the latest fetch not acknowledged yet."""
-
-    @property
-    def acquired_at(self) -> float:
-        """``time.monotonic()`` of the latest fetch (its records' locks started then)."""
-
-    @property
-    def lock_duration(self) -> float:
-        """The group's record lock, in seconds."""
-
-    @property
-    def delivery_limit(self) -> int:
-        """Deliveries after which the broker archives a record instead of redelivering."""
 
 
 class _Load:

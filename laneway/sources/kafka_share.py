@@ -21,8 +21,9 @@ from confluent_kafka.admin import AdminClient
 
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError, SourceError
+from laneway.offsets.acknowledgement import Acknowledgement
 from laneway.offsets.crash_journal import CrashJournal
-from laneway.offsets.share_progress import Acknowledgement, ShareProgress
+from laneway.offsets.share_progress import ShareProgress
 from laneway.options import Ordering
 from laneway.sources.base import RebalanceListener
 from laneway.sources.capabilities import SourceCapabilities
