@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from laneway.control.backpressure import Backpressure
 from laneway.offsets.partition import OwnedPartition
 from laneway.scheduling.fair_share import STARVE_HORIZON, FairShare
 from laneway.types import PartitionId
@@ -167,3 +168,37 @@ def test_a_partition_paused_here_is_not_starving_when_it_runs_dry() -> None:
     fair.balance(partitions, room_left(partitions), False)
     assert not fair.catching_up
     assert source.paused == set()  # resumed under three quarters of its share
+
+
+class BufferedProgress:
+    """The part of a Progress that Backpressure.next_turn reads, over ``owned`` partitions."""
+
+    def __init__(self, partitions: dict[PartitionId, OwnedPartition]) -> None:
+        self.partitions = partitions
+        self.buffered_bytes = 0
+        self.largest_message = 0
+
+    @property
+    def buffered(self) -> int:
+        return sum(p.buffered for p in self.partitions.values())
+
+    def awaiting(self, now: float) -> int:
+        return 0
+
+
+def test_messages_waiting_only_for_their_results_are_no_partitions_share_of_work() -> None:
+    # Handler results are written in rounds and their inputs stay buffered until the log
+    # acknowledged them: half the buffer may be such inputs while the handlers keep up.
+    # Pausing their partitions for that would drop the client's prefetch for nothing.
+    partitions = owned(250, 200, 0, 0)  # 450 of 800 buffered
+    progress = BufferedProgress(partitions)
+    source = FakeSource()
+    backpressure = Backpressure(
+        source, MAX_BUFFERED, poll_batch_size=100, max_buffered_bytes=1 << 30
+    )
+    backpressure.arrived(0.0)
+    backpressure.next_turn(progress, 0.0, writing=400)  # 50 messages of handler work
+    assert source.calls == []
+
+    backpressure.next_turn(progress, 0.0, writing=0)  # all 450 are work: the rule applies
+    assert source.paused == {("t", 0), ("t", 1)}

@@ -142,3 +142,41 @@ def test_results_on_kafka(kafka_bootstrap: str) -> None:
     stats = run(topic, "async", process_handlers.echo_result_async, 2_000)
     assert (stats.processed, stats.failed) == (2_000, 0)
     check_output(topic, 2_000)
+
+
+class PauseRecordingSource(laneway.KafkaSource):
+    """The Kafka source, remembering every pause the consumer asked of it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pauses: list[list[tuple[str, int]]] = []
+
+    def pause(self, partitions: Any) -> None:
+        partitions = sorted(partitions)
+        self.pauses.append(partitions)
+        super().pause(partitions)
+
+
+@pytest.mark.kafka
+@pytest.mark.timing  # a log that stalls its acknowledgements for 0.25 s pauses rightly
+def test_inputs_waiting_for_their_results_do_not_pause_partitions(kafka_bootstrap: str) -> None:
+    # The sync engine handles what it fetches at once, so everything it buffers only waits
+    # for its results' acknowledgement: no partition holds a share of handler work, and a
+    # pause would drop the client's prefetched messages for nothing. (Counted as work, the
+    # inputs of a round of writes filled half of this small buffer and paused partitions
+    # dozens of times a run.)
+    topic = KafkaTopic(kafka_bootstrap, partitions=8)
+    topic.create(f"{topic.name}.out", 8)
+    topic.produce(inputs(100_000, keys=400))
+    source = PauseRecordingSource(kafka_bootstrap, group=GROUP, topics=[topic.name])
+    consumer = laneway.Consumer(
+        source,
+        process_handlers.echo_result,
+        engine="sync",
+        max_buffered=2_000,
+        handle_signals=False,
+    )
+    stats = run_bounded(consumer, 100_000, limit=120.0)
+    assert (stats.processed, stats.failed) == (100_000, 0)
+    assert source.pauses == []
+    check_output(topic, 100_000)

@@ -56,7 +56,12 @@ class Backpressure:
     prefetched data, so fast handlers that free room within moments would pay a refetch
     for nothing. One poll asks for no more than a partition's fair share of the buffer,
     and :class:`~laneway.scheduling.fair_share.FairShare` pauses partitions that hold more
-    than that while the buffer fills, so the keys of every partition get work.
+    than that while the buffer fills, so the keys of every partition get work. Messages
+    whose handler is done and that wait only for their results to be acknowledged (a round
+    of writes takes a few milliseconds) hold buffer room but are nobody's share of handler
+    work: FairShare leaves them out (counted in, they paused partitions dozens of times a
+    run of fast handlers, each pause dropping the client's prefetch), and the drain rate
+    counts a message when its handler is done.
 
     Bytes count like messages: the room left under ``max_buffered_bytes`` (see
     :attr:`Progress.buffered_bytes`) is turned into messages by the largest message seen so
@@ -100,8 +105,10 @@ class Backpressure:
         self.paused = False
         """Whether every owned partition is paused because the buffer stayed full."""
 
-    def next_turn(self, progress: Progress, now: float) -> Turn:
-        """Decide the rest of this loop turn from what is buffered now."""
+    def next_turn(self, progress: Progress, now: float, writing: int = 0) -> Turn:
+        """Decide the rest of this loop turn from what is buffered now; ``writing`` of the
+        buffered messages wait only for their results to be acknowledged (a batch
+        handler's group of messages may count once: the rest then count as work)."""
         awaiting = progress.awaiting(now)
         if awaiting:
             # Until the source may be polled again: wait for the messages it waits for
@@ -119,7 +126,9 @@ class Backpressure:
         if not self._pauses:
             return self._turn_without_pausing(buffered, room, worth)
         owned = progress.partitions
-        self._fair.balance(owned, room, self.paused)
+        # Messages waiting only for their results' acknowledgement hold room but need no
+        # handler: they are no partition's share of the work.
+        self._fair.balance(owned, room + writing, self.paused)
         if self.paused and (
             buffered <= self._low_water and progress.buffered_bytes <= self._max_bytes // 2
         ):

@@ -185,7 +185,7 @@ class ControlPlane:
             if not self.completions.wait(cap, at_least) and serve:
                 self._accept(self._source.poll(1, 0.0))
             return
-        turn = self._backpressure.next_turn(progress, now)
+        turn = self._backpressure.next_turn(progress, now, self._results.pending)
         if turn.wait:
             self.completions.wait(min(turn.wait, cap), turn.at_least)
         if turn.poll:
@@ -212,8 +212,13 @@ class ControlPlane:
         finished, failed, durations, retries, results = self.completions.take_all()
         if retries:
             self._tally.retried(retries)
+        handled = len(finished)
         if results:
             self._results.write(results)
+            # The drain rate counts messages when their handler is done, not when their
+            # results are acknowledged: backpressure weighs them as handler work only
+            # until then (see Backpressure.next_turn).
+            handled += sum([len(group[0]) for group in results])
         written, unwritten = self._results.poll()
         if unwritten:
             failed.extend(unwritten)
@@ -225,12 +230,14 @@ class ControlPlane:
                 self._divert_queued(opened)
         settled = self._router.poll()
         if not finished and not settled and not written and not reported:
+            if handled:
+                self._backpressure.finished(handled, time.monotonic())
             return
         now = time.monotonic()
         if written:
             finished.extend(written)  # after the timed ones: durations cover a prefix
         self._tally.finished(finished, settled, now, durations)
-        self._backpressure.finished(len(finished) + len(settled), now)
+        self._backpressure.finished(handled + len(settled), now)
         released = self._progress.settle(finished, settled)
         if released:
             self._submit(released)
