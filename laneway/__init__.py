@@ -1,8 +1,13 @@
 """laneway: parallel, ordered processing of messages from partitioned logs.
 
-Public API: :class:`EmbeddedLog`, :class:`KafkaSource`, :class:`KafkaShareSource`,
-:class:`Consumer`, :class:`Message`, :class:`ConsumerStats`, what handlers may return
-(:class:`Produce`, :class:`Outcomes`), and the errors in :mod:`laneway.errors`.
+Public API, every documented name importable from here: the sources (:class:`EmbeddedLog`,
+:class:`KafkaSource`, :class:`KafkaShareSource`), :class:`Consumer` and what it reports
+(:class:`ConsumerStats`, :class:`Health`), messages and handlers (:class:`Message`,
+:data:`SyncHandler`, :data:`AsyncHandler`), what handlers may return (:class:`Produce`,
+:class:`Outcomes`), the option enumerations (:class:`EngineKind`, :class:`Ordering`, ...),
+the metrics protocol (:class:`Metrics`) and the errors (:class:`LanewayError` and its
+subclasses). :mod:`laneway.kafka` (conveniences for scripts), :mod:`laneway.testing` (the
+pytest plugin) and :mod:`laneway.observability` (metric backends) are public modules.
 
 Names are imported on first use, so a process-engine worker that only needs
 :mod:`laneway.types` does not load confluent-kafka or the control plane.
@@ -14,6 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from laneway.config import ConsumerConfig
     from laneway.consumer import Consumer
     from laneway.errors import (
         ConfigError,
@@ -24,51 +30,87 @@ if TYPE_CHECKING:
         TransactionError,
         UnknownTopicError,
     )
-    from laneway.results import Outcomes, Produce
-    from laneway.sources.embedded import EmbeddedLog
-    from laneway.sources.kafka import KafkaSource
-    from laneway.sources.kafka_share import KafkaShareSource
+    from laneway.health import Health
+    from laneway.metrics import Metrics
+    from laneway.options import EngineKind, EventLoop, Ordering, StallAction, TracingMode, WhenFull
+    from laneway.results import Outcome, Outcomes, Produce
+    from laneway.sources.embedded.log import EmbeddedLog, EmbeddedLogStats
+    from laneway.sources.kafka.source import KafkaSource
+    from laneway.sources.share.settings import StartAt
+    from laneway.sources.share.source import KafkaShareSource
     from laneway.stats import ConsumerStats
-    from laneway.types import Failure, Message
+    from laneway.types import AsyncHandler, Failure, Handler, Message, Stall, SyncHandler
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AsyncHandler": "laneway.types",
     "ConfigError": "laneway.errors",
     "Consumer": "laneway.consumer",
+    "ConsumerConfig": "laneway.config",
     "ConsumerStats": "laneway.stats",
-    "EmbeddedLog": "laneway.sources.embedded",
+    "EmbeddedLog": "laneway.sources.embedded.log",
+    "EmbeddedLogStats": "laneway.sources.embedded.log",
+    "EngineKind": "laneway.options",
+    "EventLoop": "laneway.options",
     "Failure": "laneway.types",
+    "Handler": "laneway.types",
     "HandlerImportError": "laneway.errors",
-    "KafkaShareSource": "laneway.sources.kafka_share",
-    "KafkaSource": "laneway.sources.kafka",
+    "Health": "laneway.health",
+    "KafkaShareSource": "laneway.sources.share.source",
+    "KafkaSource": "laneway.sources.kafka.source",
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
     "Message": "laneway.types",
+    "Metrics": "laneway.metrics",
+    "Ordering": "laneway.options",
+    "Outcome": "laneway.results",
     "Outcomes": "laneway.results",
     "Produce": "laneway.results",
     "SourceError": "laneway.errors",
+    "Stall": "laneway.types",
+    "StallAction": "laneway.options",
+    "StartAt": "laneway.sources.share.settings",
+    "SyncHandler": "laneway.types",
+    "TracingMode": "laneway.options",
     "TransactionError": "laneway.errors",
     "UnknownTopicError": "laneway.errors",
+    "WhenFull": "laneway.options",
 }
 
 __all__ = [
+    "AsyncHandler",
     "ConfigError",
     "Consumer",
+    "ConsumerConfig",
     "ConsumerStats",
     "EmbeddedLog",
+    "EmbeddedLogStats",
+    "EngineKind",
+    "EventLoop",
     "Failure",
+    "Handler",
     "HandlerImportError",
+    "Health",
     "KafkaShareSource",
     "KafkaSource",
     "LanewayError",
     "LogFullError",
     "Message",
+    "Metrics",
+    "Ordering",
+    "Outcome",
     "Outcomes",
     "Produce",
     "SourceError",
+    "Stall",
+    "StallAction",
+    "StartAt",
+    "SyncHandler",
+    "TracingMode",
     "TransactionError",
     "UnknownTopicError",
+    "WhenFull",
     "__version__",
 ]
 

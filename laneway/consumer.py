@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.control.durability import check_exactly_once
 from laneway.control.plane import ControlPlane
+from laneway.engines.admission.gate import AsyncGate, ThreadGate, gate_for
 from laneway.engines.factory import build_engine, limits_of
 from laneway.engines.handler_checks import check_handler
 from laneway.errors import ConfigError, LanewayError
 from laneway.gc_tuning import sized_for
 from laneway.health import Health
-from laneway.limits.gate import AsyncGate, ThreadGate, gate_for
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.signal_relay import SignalRelay
@@ -73,7 +73,7 @@ class Consumer:
     (waiting up to ``batch_wait`` seconds to fill it). A handler may return
     :class:`laneway.Produce` records (or a list of them) to be written; a message counts
     as finished once they are acknowledged, or with ``exactly_once=True`` they are written
-    and the offsets committed in one transaction (see :mod:`laneway.producing.results`).
+    and the offsets committed in one transaction (see :mod:`laneway.producing.result_writers`).
     A consumer runs once: create a new one (on a new source) to run again.
     """
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from laneway.consumer import Consumer
 from laneway.options import EngineKind
-from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.embedded.log import EmbeddedLog
 from laneway.types import Message
 
 WORK_MS_VARIABLE = "LANEWAY_DEMO_WORK_MS"

@@ -2,7 +2,7 @@
 
 For scripts, examples and tests; a service in production has its own producer. Both
 calls talk to the cluster with the same logging as laneway's consumers (see
-:mod:`laneway.sources.kafka_logging`) and fail with :class:`~laneway.errors.SourceError`
+:mod:`laneway.sources.kafka.client_logs`) and fail with :class:`~laneway.errors.SourceError`
 naming what went wrong.
 
 ::
@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from laneway.errors import SourceError
-from laneway.sources.kafka_logging import client_logging, describe, describe_error
+from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
 from laneway.types import Header
 
 Record = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, list[Header]]

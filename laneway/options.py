@@ -91,7 +91,7 @@ class ConcurrencyLimit(str, enum.Enum):
     ``fixed`` (default): ``concurrency``, always. ``adaptive``: a limit between 1 and
     ``concurrency`` that follows the handlers' latency and errors, so a downstream that
     slows down gets fewer calls at once instead of a queue of them (see
-    :mod:`laneway.limits.adaptive`); thread and async engines only.
+    :mod:`laneway.engines.admission.adaptive`); thread and async engines only.
     """
 
     FIXED = "fixed"

@@ -28,10 +28,10 @@ import pytest
 
 from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.consumer import Consumer
-from laneway.dead_letters import HEADER_PREFIX
+from laneway.control.dead_letters.router import HEADER_PREFIX
 from laneway.options import EngineKind, EngineName, choice
 from laneway.sources.base import IgnoreRebalances
-from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.embedded.log import EmbeddedLog
 from laneway.stats import ConsumerStats
 from laneway.types import Handler, Header, Message
 

@@ -30,7 +30,7 @@ class Message(NamedTuple):
     and ``timestamp`` (milliseconds since the epoch, as the producer or log set it).
     ``delivery_count`` is how many times the log has handed this record out, this time
     included (1 on the first delivery), for sources that count deliveries: a Kafka share
-    group (:class:`~laneway.sources.kafka_share.KafkaShareSource`). It is ``None`` for
+    group (:class:`~laneway.sources.share.source.KafkaShareSource`). It is ``None`` for
     sources that do not (a consumer group, the embedded log), where a replay after a crash
     looks like a first delivery.
 

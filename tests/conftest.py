@@ -11,7 +11,7 @@ import pytest
 from kafka_helpers import run_kafka_script
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
-# pytester runs user-like test modules for tests/test_testing_plugin.py.
+# pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"

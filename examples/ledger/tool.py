@@ -42,7 +42,7 @@ from ledger import Balance, Ledger
 from transactions import format_amount
 
 import laneway
-from laneway.sources.embedded import EmbeddedSource
+from laneway.sources.embedded.log import EmbeddedSource
 
 ENGINES = ("sync", "thread", "async", "process")
 TOPIC = "transactions"

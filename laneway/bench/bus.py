@@ -27,7 +27,7 @@ from typing import Any
 
 from laneway.consumer import Consumer
 from laneway.options import EngineKind
-from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.embedded.log import EmbeddedLog
 from laneway.types import Message
 
 PARTITIONS = 8

@@ -25,8 +25,8 @@ from typing import Any
 from laneway.bench.targets import KafkaTarget, unique_name
 from laneway.consumer import Consumer
 from laneway.control.backpressure import PREFETCH_SHARE
-from laneway.sources.kafka import KafkaSource
-from laneway.sources.kafka_config import PREFETCH_DEFAULTS, prefetch_settings
+from laneway.sources.kafka.client_config import PREFETCH_DEFAULTS, prefetch_settings
+from laneway.sources.kafka.source import KafkaSource
 from laneway.types import Message
 
 PARTITIONS = 8

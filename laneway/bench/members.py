@@ -40,7 +40,7 @@ from laneway.bench.ceilings import processes
 from laneway.bench.member_counts import Configuration, CountingBusy, collect
 from laneway.bench.workloads import CpuSpin, encode_value
 from laneway.consumer import Consumer
-from laneway.sources.embedded import EmbeddedLog
+from laneway.sources.embedded.log import EmbeddedLog
 
 COUNTS = (1, 2, 4, 8)
 """Members (and workers) per configuration."""
@@ -169,7 +169,7 @@ def member_main(
     stop: Any,
 ) -> None:
     """One member process: a sync consumer in ``group`` until ``stop`` is set."""
-    from laneway.sources.kafka import KafkaSource
+    from laneway.sources.kafka.source import KafkaSource
 
     source = KafkaSource(bootstrap, group, [topic], FAST_GROUP)
     handler = CountingBusy(seconds, directory, f"member{index}")

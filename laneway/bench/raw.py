@@ -32,8 +32,8 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from laneway.bench.recorder import Record
 from laneway.bench.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
-from laneway.sources.embedded import EmbeddedLog
-from laneway.sources.kafka_logging import describe_error
+from laneway.sources.embedded.log import EmbeddedLog
+from laneway.sources.kafka.client_logs import describe_error
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""

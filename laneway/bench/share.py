@@ -4,8 +4,8 @@ Two measurements on a Kafka >= 4.2 broker with ``share.version=1``:
 
 * **members**: ``messages`` records of ``work_ms`` blocking work each, on 8 partitions,
   consumed by 1, 4 and 12 member processes (sync engine: one record at a time each), once
-  as a share group (:class:`~laneway.sources.kafka_share.KafkaShareSource`) and once as a
-  classic consumer group (:class:`~laneway.sources.kafka.KafkaSource`), which cannot use
+  as a share group (:class:`~laneway.sources.share.source.KafkaShareSource`) and once as a
+  classic consumer group (:class:`~laneway.sources.kafka.source.KafkaSource`), which cannot use
   more members than partitions. The backlog is written after every member has joined (a
   share group: three heartbeats after the members are up; a classic group: once it is
   stable with every partition assigned), in record batches of ``fetch`` records, since a

@@ -1,8 +1,8 @@
 """One member process of the ``share`` bench scenario.
 
 ``python -m laneway.bench.share_member '<json>'`` runs a sync-engine :class:`Consumer` on a
-share group (:class:`~laneway.sources.kafka_share.KafkaShareSource`) or a classic consumer
-group (:class:`~laneway.sources.kafka.KafkaSource`) whose handler sleeps ``work_ms`` per
+share group (:class:`~laneway.sources.share.source.KafkaShareSource`) or a classic consumer
+group (:class:`~laneway.sources.kafka.source.KafkaSource`) whose handler sleeps ``work_ms`` per
 record. It prints ``ready`` once built, adds one to its slot of the shared ``counter`` file
 (8 bytes per member) after each record, so the parent sees progress without a pipe, and on
 SIGTERM drains and prints one JSON line: the ``(partition, offset)`` of every record it
@@ -19,8 +19,8 @@ import time
 
 from laneway.consumer import Consumer
 from laneway.sources.base import Source
-from laneway.sources.kafka import KafkaSource
-from laneway.sources.kafka_share import KafkaShareSource
+from laneway.sources.kafka.source import KafkaSource
+from laneway.sources.share.source import KafkaShareSource
 from laneway.types import Message
 
 _SLOT = struct.Struct("<q")

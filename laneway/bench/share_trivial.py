@@ -23,7 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from laneway.bench.targets import KafkaTarget, unique_name
 from laneway.consumer import Consumer
-from laneway.sources.kafka_share import KafkaShareSource
+from laneway.sources.share.source import KafkaShareSource
 
 FAST_HEARTBEAT_MS = 500
 """Share groups here beat twice a second when the broker allows it (Kafka's default minimum

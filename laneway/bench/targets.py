@@ -26,8 +26,8 @@ from laneway.bench.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
 from laneway.bench.scenarios import DEFAULT_TOPIC_PREFIX
 from laneway.bench.workloads import encode_value
 from laneway.sources.base import Source
-from laneway.sources.embedded import EmbeddedLog
-from laneway.sources.kafka import KafkaSource
+from laneway.sources.embedded.log import EmbeddedLog
+from laneway.sources.kafka.source import KafkaSource
 
 REQUEST_TIMEOUT_S = 30.0
 FLUSH_TIMEOUT_S = 120.0

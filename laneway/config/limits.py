@@ -20,7 +20,7 @@ from laneway.options import (
 class LimitOptions:
     """How hard handlers may press on the database or service they call (part of
     :class:`ConsumerConfig`). Both act at one gate before each message's handler (see
-    :mod:`laneway.limits`); a message holds its place there through its retries."""
+    :mod:`laneway.engines.admission`); a message holds its place there through its retries."""
 
     max_rate: float | None = option(
         None,

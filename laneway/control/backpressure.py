@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from laneway.control.fair_share import FairShare, PartitionControl
 from laneway.offsets.progress import PartitionLoad, Progress
-from laneway.scheduling.fair_share import FairShare, PartitionControl
 from laneway.types import PartitionId
 
 IDLE_POLL_TIMEOUT = 0.1
@@ -55,7 +55,7 @@ class Backpressure:
     ``max_buffered``. Pausing only after a while matters: a Kafka pause drops the client's
     prefetched data, so fast handlers that free room within moments would pay a refetch
     for nothing. One poll asks for no more than a partition's fair share of the buffer,
-    and :class:`~laneway.scheduling.fair_share.FairShare` pauses partitions that hold more
+    and :class:`~laneway.control.fair_share.FairShare` pauses partitions that hold more
     than that while the buffer fills, so the keys of every partition get work. Messages
     whose handler is done and that wait only for their results to be acknowledged (a round
     of writes takes a few milliseconds) hold buffer room but are nobody's share of handler
@@ -77,7 +77,7 @@ class Backpressure:
     :class:`~laneway.offsets.progress.Progress` is :meth:`awaiting` acknowledgements
     before the next fetch; no partition is paused and nothing is balanced per partition.
     Such a source must keep its group membership without being polled for that long (see
-    :class:`~laneway.sources.kafka_share.KafkaShareSource`).
+    :class:`~laneway.sources.share.source.KafkaShareSource`).
 
     Tuning is through ``max_buffered``, ``max_buffered_bytes`` and ``poll_batch_size``.
     """

@@ -2,13 +2,13 @@
 
 At-least-once (the default): the source's own :class:`~laneway.offsets.progress.Progress`
 commits offsets, and results are written through the source's producer and settle their
-inputs once acknowledged (:class:`~laneway.producing.results.AcknowledgedResults`).
+inputs once acknowledged (:class:`~laneway.producing.result_writers.AcknowledgedResults`).
 
 Exactly-once (``exactly_once=True``): the source's
 :class:`~laneway.producing.transactions.Transaction` carries both: results go into it
-(:class:`~laneway.producing.results.TransactionalResults`) and every commit is a
+(:class:`~laneway.producing.result_writers.TransactionalResults`) and every commit is a
 transactional commit of the results with the offsets
-(:class:`~laneway.producing.transactional_progress.TransactionalProgress`).
+(:class:`~laneway.offsets.transactional.TransactionalProgress`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Protocol
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError
 from laneway.offsets.progress import Progress
+from laneway.offsets.transactional import TransactionalProgress
 from laneway.producing.producer import TraceContext
-from laneway.producing.results import AcknowledgedResults, ResultWriter, TransactionalResults
-from laneway.producing.transactional_progress import TransactionalProgress
+from laneway.producing.result_writers import AcknowledgedResults, ResultWriter, TransactionalResults
 from laneway.producing.transactions import Transaction
 from laneway.sources.base import Source
 

@@ -7,7 +7,7 @@ in this module is touched by two threads.
 
 The parts, each its own object: the source's :class:`~laneway.offsets.progress.Progress`
 (what may run, what is finished, what to commit) and the
-:class:`~laneway.producing.results.ResultWriter` (handler results), both chosen for the
+:class:`~laneway.producing.result_writers.ResultWriter` (handler results), both chosen for the
 consumer's guarantee by :func:`~laneway.control.durability.durability`,
 :class:`Backpressure` (how much to fetch, when to pause), :class:`StopConditions` (when a
 run ends), the :class:`DeadLetterRouter` (failed messages) and the :class:`Tally`
@@ -24,15 +24,15 @@ from operator import attrgetter
 
 from laneway.config import ConsumerConfig
 from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
+from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions
 from laneway.control.tally import Tally
-from laneway.dead_letters import DeadLetterRouter
 from laneway.engines.base import Completions, Engine
 from laneway.errors import SourceError, TransactionError
 from laneway.producing.producer import TraceContext
-from laneway.producing.results import ACKNOWLEDGEMENT_WAIT
+from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId

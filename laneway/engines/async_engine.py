@@ -11,8 +11,8 @@ from typing import TypeVar
 
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.invoker import Invoker
+from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.options import Ordering
-from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.types import Message, PartitionId
 
 T = TypeVar("T")

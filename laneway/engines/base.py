@@ -144,7 +144,7 @@ class Engine(Protocol):
 
     * ``submit`` is called from the control thread only, with messages in offset order
       per partition; it must not block on handler work.
-    * Messages of one lane (see :mod:`laneway.scheduling.lanes`) never run at the same
+    * Messages of one lane (see :mod:`laneway.engines.lanes`) never run at the same
       time and run in submission order.
     * At most ``concurrency`` handlers execute at once.
     * Every submitted message is eventually reported finished or failed, or returned by

@@ -9,10 +9,10 @@ from functools import partial
 from typing import Any
 
 from laneway.config import ConsumerConfig
+from laneway.engines.admission.gate import AsyncGate, Limits, ThreadGate
 from laneway.engines.attempts import AttemptHook
 from laneway.engines.base import Engine
 from laneway.engines.invoker import Invoker
-from laneway.limits.gate import AsyncGate, Limits, ThreadGate
 from laneway.metrics import NO_METRICS
 from laneway.options import ConcurrencyLimit, EngineKind
 
@@ -34,7 +34,7 @@ def build_engine(
     timed = config.metrics is not NO_METRICS
     batch_wait = config.batch_wait or 0.0
     if kind is EngineKind.PROCESS:
-        from laneway.engines.process import ProcessEngine
+        from laneway.engines.process.engine import ProcessEngine
 
         return ProcessEngine(
             handler,
@@ -73,6 +73,6 @@ def build_engine(
 
 def limits_of(config: ConsumerConfig) -> Limits:
     """The limits a config asks for (``Limits.active`` False: none); build the gate that
-    enforces them with :func:`laneway.limits.gate.gate_for`."""
+    enforces them with :func:`laneway.engines.admission.gate.gate_for`."""
     adaptive = config.concurrency_limit is ConcurrencyLimit.ADAPTIVE
     return Limits(config.max_rate, adaptive, config.concurrency)

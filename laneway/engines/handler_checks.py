@@ -10,8 +10,8 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from laneway.engines.lifecycle import Lifecycle
 from laneway.errors import ConfigError, HandlerImportError
-from laneway.lifecycle import Lifecycle
 from laneway.options import EngineKind
 from laneway.types import Message
 

@@ -13,13 +13,12 @@ applied once, when the invoker is built, so a consumer without hooks calls the u
 function directly.
 
 *Limits* (``max_rate``, ``concurrency_limit="adaptive"``) are a gate each message passes
-before its handler runs (:mod:`laneway.limits.gate`): outside the attempt, so waiting there
-counts neither as handler time nor against ``handler_timeout``. A message is taken from
-its run before the wait, so that idle workers (which take over the unstarted tail of a
-busy worker's run in unordered mode) cannot keep robbing the worker at the head of the
-gate's queue. Without limits no gate exists and the loops below skip it. Batch handlers
-take no gate (the config refuses limits with ``batch_size``).
-"""
+before its handler runs (:mod:`laneway.engines.admission.gate`): outside the attempt, so
+waiting there counts neither as handler time nor against ``handler_timeout``. A message
+is taken from its run before the wait, so that idle workers (which take over the
+unstarted tail of a busy worker's run in unordered mode) cannot keep robbing the worker
+at the head of the gate's queue. Without limits no gate exists and the loops below skip
+it. Batch handlers take no gate (the config refuses limits with ``batch_size``)."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableSequence, Sequence
 
+from laneway.engines.admission.gate import AsyncGate, ThreadGate
 from laneway.engines.attempts import (
     BATCH_ID,
     INDEX,
@@ -38,10 +38,9 @@ from laneway.engines.attempts import (
 )
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
-from laneway.engines.process_reply import BatchReply, BatchResult
+from laneway.engines.lifecycle import Lifecycle
+from laneway.engines.process.reply import BatchReply, BatchResult
 from laneway.engines.run_report import RunReport
-from laneway.lifecycle import Lifecycle
-from laneway.limits.gate import AsyncGate, ThreadGate
 from laneway.results import Records, records_of
 from laneway.retry import (
     Interrupted,

@@ -10,8 +10,8 @@ from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.invoker import Invoker
+from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.options import Ordering
-from laneway.scheduling.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.types import Message, PartitionId
 
 WORK_PER_WORKER = 0.005
@@ -44,7 +44,7 @@ class ThreadEngine:
     """Runs a blocking handler on ``concurrency`` threads, lane by lane.
 
     Each idle thread claims a *run* (consecutive messages of one lane, see
-    :class:`~laneway.scheduling.lanes.LaneScheduler`) under one lock, runs it without
+    :class:`~laneway.engines.lanes.LaneScheduler`) under one lock, runs it without
     the lock, and reports the whole run at once, so the lock is taken per run, not per
     message. Use it for handlers that block on I/O with libraries that have no asyncio
     API (database drivers, HTTP clients, file systems). Tuning: ``concurrency`` should

@@ -11,7 +11,7 @@ time. The source supplies the Progress that fits it (``Source.progress()``):
   (:mod:`laneway.offsets.codec`) through the source's :class:`OffsetCommitter`
   capability;
 * a source that acknowledges records one by one (a Kafka share group) supplies
-  :class:`~laneway.offsets.share_progress.ShareProgress`, which accepts, releases or
+  :class:`~laneway.sources.share.progress.ShareProgress`, which accepts, releases or
   rejects each record, retries failures by redelivery (:meth:`Progress.failed`) and holds
   fetching back until a poll's records are all acknowledged (:meth:`Progress.awaiting`).
 

@@ -7,10 +7,10 @@ an input exactly when its offset is committed, so after a crash or a rebalance a
 either done with its results visible, or not done and its results discarded. Sources
 offer it with ``Source.transaction()``:
 
-* Kafka (:class:`~laneway.sources.kafka_transactions.KafkaTransaction`): a transactional
+* Kafka (:class:`~laneway.sources.kafka.transactions.KafkaTransaction`): a transactional
   producer per member, ``send_offsets_to_transaction`` with the consumer's group metadata,
   one transaction per commit;
-* the embedded log (:class:`~laneway.sources.embedded_transactions.EmbeddedTransaction`):
+* the embedded log (:class:`~laneway.sources.embedded.transactions.EmbeddedTransaction`):
   records held back and appended, with the commit, under the log's lock.
 
 A transaction is begun on demand and ended by :meth:`Transaction.commit`; whatever keeps

@@ -18,9 +18,9 @@ from laneway.service.handler_ref import load_handler
 from laneway.service.health_server import HealthServer
 from laneway.service.settings import Resolved
 from laneway.sources.base import Source
-from laneway.sources.embedded import EmbeddedLog
-from laneway.sources.kafka import KafkaSource
-from laneway.sources.kafka_share import KafkaShareSource
+from laneway.sources.embedded.log import EmbeddedLog
+from laneway.sources.kafka.source import KafkaSource
+from laneway.sources.share.source import KafkaShareSource
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 from laneway.config import env_variable, option_defaults, option_specs
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, duration, flag, number
-from laneway.sources.kafka_share_config import START_AT_CHOICES
+from laneway.sources.share.settings import START_AT_CHOICES
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,7 +4,7 @@
     laneway run laneway.bench.tickets.handlers:reserve_blocking --engine thread ...
 
 Each handler opens a connection pool once per worker (``open``/``close``, see
-:mod:`laneway.lifecycle`) on the database in ``TICKETING_DSN`` (else
+:mod:`laneway.engines.lifecycle`) on the database in ``TICKETING_DSN`` (else
 ``LANEWAY_POSTGRES_DSN``), of ``TICKETING_POOL_SIZE`` connections (default 16; size it
 to the consumer's concurrency, within the server's ``max_connections``).
 ``TICKETING_STATEMENT_TIMEOUT`` (seconds, default none) sets the server's

@@ -1,0 +1,2 @@
+"""The process engine: a pool of worker processes for CPU-bound handlers (slots, batching,
+placement of lanes, the worker loop and its replies)."""

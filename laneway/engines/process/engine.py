@@ -1,0 +1,364 @@
+"""The process engine: a pool of worker processes for CPU-bound handlers.
+
+How it works. ``concurrency`` worker processes are started with the ``spawn`` start
+method (never ``fork``: the parent may run librdkafka threads) and kept for the
+engine's life, across rebalances. Each has one duplex pipe. The parent ships *batches*
+(one pickled list of message tuples per send, sized to run about 50 ms) and each worker
+answers a batch with one small reply carrying only its failures; two batches are
+outstanding per worker so a worker never waits for the parent's round trip. One reader
+thread in the parent waits on every pipe and process sentinel, reports whole batches
+through :class:`~laneway.engines.base.Completions`, and tops workers up from their
+queues (:mod:`laneway.engines.process.batching` cuts the batches); the control
+thread's :meth:`ProcessEngine.submit` only routes messages and wakes it.
+
+Ordering. With ``ordering="key"`` or ``"partition"`` a lane is pinned to one worker
+slot for the engine's life (dealt out evenly when first seen, see
+:mod:`laneway.engines.process.placement`), so a lane always runs in the same worker
+process, in order, and worker-local per-key state is safe; a slow key delays only the
+keys pinned to the same worker (a retry backoff, which sleeps in the worker, too).
+With ``"unordered"`` any idle worker takes the next messages.
+
+Failures and crashes. Handlers run through :func:`laneway.retry.call` in the worker: an
+exception (any ``BaseException``; ``SystemExit`` and ``KeyboardInterrupt`` too, and the
+worker keeps running) is retried per the policy, then fails that message only. If a
+worker process dies, a replacement is started in the same slot (lane pinning holds) and
+every batch the dead worker held is sent again, in order: messages of those batches may
+run twice (at-least-once), and none is reported finished unless a worker replied for
+it. A message that kills its worker three times is reported failed (``"WorkerDied"``);
+with ``policy.timeout``, an attempt that runs too long gets its worker killed and
+replaced. See :mod:`laneway.engines.process.slot`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import pickle
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import cast
+
+from laneway.engines.admission.gate import Limits
+from laneway.engines.attempts import AttemptHook
+from laneway.engines.base import Completions
+from laneway.engines.handler_checks import describe_handler, import_advice
+from laneway.engines.lanes import lane_function
+from laneway.engines.process.batching import Batcher
+from laneway.engines.process.placement import LanePlacement
+from laneway.engines.process.slot import (
+    OPEN_FAILED,
+    Harvest,
+    Slot,
+    WorkerProcess,
+    decode_reply,
+    stop_all,
+)
+from laneway.errors import HandlerImportError, LanewayError
+from laneway.options import Ordering, whole_number
+from laneway.retry import RetryPolicy
+from laneway.types import Message, PartitionId
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 60.0  # seconds start() waits for every worker to import the handler
+
+_Waitable = Connection | int
+
+
+class ProcessEngine:
+    """Runs a module-level handler in ``concurrency`` worker processes (escapes the GIL).
+
+    Use it for CPU-bound handlers. The handler must be importable by name (a
+    module-level function; not a lambda or nested function), else :meth:`start` raises
+    :class:`~laneway.errors.HandlerImportError`; a script using it needs the usual
+    ``if __name__ == "__main__":`` guard, since workers import the main module. Workers
+    are daemonic, so a handler cannot start child processes of its own. ``policy``
+    (default: one attempt, no timeout) sets retries and the per-attempt timeout.
+
+    Tuning: ``concurrency`` is the number of processes, normally the core count; at most
+    ``concurrency`` handlers execute at once (one per process). Messages are shipped in
+    batches sized to run about ``BATCH_SECONDS`` (measured as the engine runs; at most
+    ``MAX_BATCH``) with ``PIPELINE`` batches per worker, so :attr:`in_flight` (sent, not
+    yet reported) is at most ``MAX_BATCH * PIPELINE * concurrency`` and drains in about
+    ``PIPELINE * BATCH_SECONDS`` plus one handler call (see
+    :mod:`laneway.engines.process.batching`).
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[Message], object],
+        ordering: Ordering,
+        concurrency: int,
+        policy: RetryPolicy | None = None,
+        hooks: Sequence[AttemptHook] = (),
+        timed: bool = False,
+        batch_size: int | None = None,
+        batch_wait: float = 0.0,
+        limits: Limits | None = None,
+    ) -> None:
+        self._handler = handler
+        self._batch_size = batch_size
+        self._batcher = Batcher(ordering, batch_size, batch_wait)
+        self._hooks = tuple(hooks)
+        self._timed = timed
+        self._limits = limits
+        self._n = whole_number(concurrency, "concurrency")
+        self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
+        timeout = self._policy.timeout
+        self._tick = 1.0 if timeout is None else min(max(timeout / 4, 0.005), 1.0)
+        self._ctx = multiprocessing.get_context("spawn")
+        shared: deque[Message] = deque()
+        self._slots = [
+            Slot(i, shared if ordering is Ordering.UNORDERED else deque(), self._ctx)
+            for i in range(self._n)
+        ]
+        self._lock = threading.Condition()  # guards queues, _in_flight and the flags
+        self._completions = Completions()
+        self._blob = b""
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._wake_pending = False
+        self._in_flight = 0
+        self._restarts = 0
+        lane_of = lane_function(ordering)
+        self._placement = (
+            None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
+        )
+        self._waitables: dict[_Waitable, Slot] = {}
+        self._reader: threading.Thread | None = None
+        self._started = self._closing = self._stopping = self._closed = False
+
+    @property
+    def in_flight(self) -> int:
+        """Messages sent to workers and not yet reported (not all of them executing)."""
+        return self._in_flight
+
+    @property
+    def worker_restarts(self) -> int:
+        """How many times a dead (or timed-out) worker process was replaced."""
+        return self._restarts
+
+    def running(self) -> list[tuple[Message, float]]:
+        now = time.monotonic()
+        return [item for slot in self._slots if (item := slot.running(now)) is not None]
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the current workers (0 for a slot being restarted)."""
+        return [s.worker.pid if s.worker is not None else 0 for s in self._slots]
+
+    def start(self, completions: Completions) -> None:
+        if self._started:
+            raise RuntimeError("ProcessEngine.start() called twice")
+        self._started = True
+        self._completions = completions
+        name = describe_handler(self._handler)
+        try:
+            blob = (self._handler, self._hooks, self._timed, self._batch_size, self._limits)
+            self._blob = pickle.dumps(blob, protocol=5)
+        except Exception as error:
+            raise HandlerImportError(
+                import_advice(name, f"it cannot be pickled: {error}")
+            ) from error
+        for slot in self._slots:
+            self._spawn(slot)
+        try:
+            self._await_ready(name, time.monotonic() + START_TIMEOUT)
+        except BaseException:
+            self._stop_workers(0.0)
+            raise
+        self._reader = threading.Thread(target=self._run, name="laneway-process", daemon=True)
+        self._reader.start()
+
+    def submit(self, messages: list[Message]) -> None:
+        if self._closing:
+            raise RuntimeError("ProcessEngine.submit() after close()")
+        if not messages:
+            return
+        buckets = self._route(messages)
+        now = time.monotonic()
+        with self._lock:
+            for slot, bucket in zip(self._slots, buckets, strict=False):
+                self._batcher.add(slot.queue, bucket, now)
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        self._wake_w.send_bytes(b"w")
+
+    def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
+        wanted = set(partitions)
+        dropped: list[Message] = []
+        with self._lock:
+            for queue in {id(slot.queue): slot.queue for slot in self._slots}.values():
+                kept = [m for m in queue if (m.topic, m.partition) not in wanted]
+                if len(kept) != len(queue):
+                    dropped.extend(m for m in queue if (m.topic, m.partition) in wanted)
+                    queue.clear()
+                    queue.extend(kept)
+        dropped.sort(key=lambda m: (m.topic, m.partition, m.offset))
+        return dropped
+
+    def close(self, timeout: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = self._closing = True
+            deadline = time.monotonic() + max(timeout, 0.0)
+            if self._reader is not None:
+                self._lock.wait_for(lambda: self._in_flight == 0, max(timeout, 0.0))
+            drained = self._in_flight == 0
+            self._stopping = True
+        if self._reader is not None:
+            self._wake_w.send_bytes(b"w")
+            self._reader.join(1.0)  # it tells the workers to exit on its way out
+        self._stop_workers(max(deadline - time.monotonic(), 1.0) if drained else 0.0)
+        if self._reader is not None:
+            self._reader.join(1.0)
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _route(self, messages: list[Message]) -> list[list[Message]]:
+        """Split ``messages`` by worker slot (unordered: all into the shared queue)."""
+        if self._placement is None:
+            return [messages]
+        return self._placement.route(messages)
+
+    def _spawn(self, slot: Slot) -> None:
+        worker = slot.spawn(self._ctx, self._blob, self._policy)
+        self._waitables[worker.conn] = slot
+        self._waitables[worker.sentinel] = slot
+
+    def _await_ready(self, name: str, deadline: float) -> None:
+        while not all(s.worker is not None and s.worker.ready for s in self._slots):
+            ready = wait(list(self._waitables), max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                raise LanewayError(f"process engine workers did not start in {START_TIMEOUT} s")
+            for obj in ready:
+                worker = self._waitables[cast(_Waitable, obj)].worker
+                assert worker is not None
+                try:
+                    error = worker.handshake(worker.conn.recv_bytes())
+                except (EOFError, OSError):
+                    raise LanewayError(
+                        f"process engine worker exited with code {worker.reap()} during "
+                        "start-up (see its traceback above); if your main module starts the "
+                        "consumer when imported, guard that with `if __name__ == '__main__':` "
+                        "- workers are spawned and import the main module again"
+                    ) from None
+                if error is not None and error.startswith(OPEN_FAILED):
+                    raise LanewayError(f"handler {name} could not start in a worker: {error}")
+                if error is not None:
+                    raise HandlerImportError(import_advice(name, f"a worker reported {error}"))
+
+    def _run(self) -> None:
+        """The reader thread: replies, deaths, restarts and top-ups, until close()."""
+        limit = self._policy.timeout
+        while True:
+            with self._lock:
+                if self._stopping:
+                    break
+            now = time.monotonic()
+            timers = [s.restart_at - now for s in self._slots if s.restart_at is not None]
+            if self._batcher.holds_back:
+                with self._lock:
+                    timers.extend(self._batcher.filled_in(self._slots, now))
+            timeout = max(min(timers, default=self._tick), 0.0)
+            ready = wait([self._wake_r, *self._waitables], timeout)
+            harvest = Harvest()
+            for obj in ready:
+                if obj is self._wake_r:
+                    self._wake_r.recv_bytes()
+                    with self._lock:
+                        self._wake_pending = False
+                    continue
+                slot = self._waitables.get(cast(_Waitable, obj))
+                if slot is None or slot.worker is None:
+                    continue  # a dead worker's other half, already handled
+                if obj is slot.worker.conn:
+                    self._receive(slot, slot.worker, harvest)
+                else:
+                    self._on_death(slot, slot.worker, harvest)
+            self._report(harvest)
+            if limit is not None:
+                now_ns = time.monotonic_ns()
+                for slot in self._slots:
+                    slot.kill_if_overdue(now_ns, limit)
+            for slot in self._slots:
+                if slot.restart_at is not None and slot.restart_at <= time.monotonic():
+                    self._spawn(slot)
+            self._dispatch()
+        for slot in self._slots:
+            if slot.worker is not None:
+                slot.worker.send_stop()
+
+    def _receive(self, slot: Slot, worker: WorkerProcess, harvest: Harvest) -> None:
+        try:
+            while True:
+                data = worker.conn.recv_bytes()
+                if worker.ready:
+                    self._on_reply(slot, data, harvest)
+                elif (error := worker.handshake(data)) is not None:
+                    log.error("replacement worker %d cannot start: %s", slot.index, error)
+                    return  # it exits; its sentinel brings it back to _on_death
+                else:
+                    for batch in slot.outstanding:
+                        worker.send_batch(batch)
+                if not worker.conn.poll():
+                    return
+        except (EOFError, OSError):
+            self._on_death(slot, worker, harvest)
+
+    def _on_reply(self, slot: Slot, data: bytes, harvest: Harvest) -> None:
+        batch_id, result, seconds = decode_reply(data)
+        batch = slot.outstanding.popleft()
+        if batch.id != batch_id:
+            raise LanewayError(f"worker {slot.index} answered batch {batch_id}, not {batch.id}")
+        slot.dead_streak = 0
+        self._batcher.measure(seconds, len(batch.messages) - len(batch.gave_up))
+        harvest.add(batch, result)
+
+    def _report(self, harvest: Harvest) -> None:
+        count = harvest.count
+        if not count:
+            return
+        self._completions.report(
+            harvest.finished, harvest.failed, harvest.durations, harvest.retries, harvest.results
+        )
+        with self._lock:
+            self._in_flight -= count
+            if self._in_flight == 0:
+                self._lock.notify_all()
+                self._completions.wake()  # a drain waits for in_flight == 0
+
+    def _on_death(self, slot: Slot, worker: WorkerProcess, harvest: Harvest) -> None:
+        """Reap a dead worker (after reading the replies it sent), let the slot decide."""
+        with contextlib.suppress(EOFError, OSError):
+            while worker.ready and worker.conn.poll():
+                self._on_reply(slot, worker.conn.recv_bytes(), harvest)
+        del self._waitables[worker.conn], self._waitables[worker.sentinel]
+        code = worker.reap()
+        if slot.killed_at is not None:
+            log.warning("worker %d (pid %d) killed: handler timed out", slot.index, worker.pid)
+        else:
+            log.warning("worker %d (pid %d) died with exit code %s", slot.index, worker.pid, code)
+        self._restarts += 1
+        harvest.failed.extend(slot.bury(worker, self._policy))
+
+    def _dispatch(self) -> None:
+        """Move queued messages into batches for workers with a free pipeline place."""
+        with self._lock:
+            if self._closing:
+                return
+            plan = self._batcher.cut(self._slots, time.monotonic())
+            self._in_flight += sum(len(batch.messages) for _, batch in plan)
+        for worker, batch in plan:
+            worker.send_batch(batch)
+
+    def _stop_workers(self, grace: float) -> None:
+        stop_all([s.worker for s in self._slots if s.worker is not None], grace)
+        for slot in self._slots:
+            slot.worker = None
+        self._waitables.clear()

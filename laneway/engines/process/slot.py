@@ -1,0 +1,294 @@
+"""The parent's side of one process engine worker: the slot it fills, and what happens
+when it dies.
+
+A :class:`Slot` is a fixed position in the pool. It owns the queue of messages routed
+to it (so lane pinning survives a worker's death), the :class:`Batch` es its worker
+holds, and a small shared progress array the worker writes before each message. The
+:class:`WorkerProcess` in it may be replaced any number of times.
+
+Crash policy. When a worker dies, the message it was running (read from the progress
+array) gets a strike; after ``MAX_DEATHS`` strikes it is given up and reported failed
+with error type ``"WorkerDied"`` (if the running message is unknown, the strike goes to
+the whole batch). With a handler timeout, the parent kills a worker whose attempt runs
+too long; that counts as one failed attempt of that message, which is given up with
+error type ``"TimeoutError"`` after the policy's last attempt. Replacements start at
+once, or after a growing delay (up to 5 s) while a slot keeps dying without progress.
+
+Only the engine's reader thread (or ``start`` before it exists) touches a slot's worker
+and batches; the queue is guarded by the engine's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import time
+from collections import deque
+from collections.abc import MutableSequence
+from multiprocessing.context import SpawnContext
+
+from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
+from laneway.engines.base import ResultGroup
+from laneway.engines.process.reply import BatchResult, FailureRecord, ResultRecord
+from laneway.engines.process.worker import worker_main
+from laneway.retry import RetryPolicy, timed_out
+from laneway.types import Failure, Message
+
+MAX_DEATHS = 3
+"""Worker deaths while one message (or batch) runs before it is reported failed."""
+WORKER_DIED = "WorkerDied"
+OPEN_FAILED = "open failed: "
+"""The start of a handshake error that comes from the handler's ``open()``."""
+TIMED_OUT = "TimeoutError"
+
+_row: type[tuple[object, ...]] = tuple
+"""A message as the plain tuple a batch ships it as (Message is a named tuple)."""
+
+
+class Batch:
+    """Messages shipped to a worker as one unit; the parent keeps it until the worker answers.
+
+    If the worker dies, the batch is sent again to its replacement, in order, without the
+    messages already given up on (they travel as ``None``).
+    """
+
+    __slots__ = ("deaths", "gave_up", "id", "messages", "strikes", "timeouts")
+
+    def __init__(self, batch_id: int, messages: list[Message]) -> None:
+        self.id = batch_id
+        self.messages = messages
+        self.gave_up: set[int] = set()  # indices already reported failed
+        self.strikes: dict[int, int] = {}  # index -> worker deaths while it ran
+        self.deaths = 0  # worker deaths while an unknown message of the batch ran
+        self.timeouts: dict[int, int] = {}  # index -> attempts killed for taking too long
+
+    def rows(self) -> list[tuple[object, ...] | None]:
+        rows: list[tuple[object, ...] | None] = list(map(_row, self.messages))
+        for index in self.gave_up:
+            rows[index] = None
+        return rows
+
+    def settle(
+        self, failures: list[FailureRecord], results: list[ResultRecord]
+    ) -> tuple[list[Message], list[Failure], list[ResultGroup], set[int]]:
+        """Split the batch by the worker's reply into finished messages (without results),
+        failures and result groups; also return the indices not finished plainly."""
+        if not failures and not self.gave_up and not results:
+            return self.messages, [], [], set()
+        skip = set(self.gave_up)
+        failed = []
+        for index, error_type, text, attempts, trace in failures:
+            skip.add(index)
+            failed.append(Failure(self.messages[index], error_type, text, attempts, trace))
+        groups: list[ResultGroup] = []
+        for indices, records in results:
+            skip.update(indices)
+            groups.append(([self.messages[i] for i in indices], records))
+        done = [m for i, m in enumerate(self.messages) if i not in skip]
+        return done, failed, groups, skip
+
+    def all_given_up(self) -> bool:
+        return len(self.gave_up) == len(self.messages)
+
+    def give_up(
+        self, indices: list[int], error_type: str, text: str, attempts: int
+    ) -> list[Failure]:
+        fresh = [i for i in indices if i not in self.gave_up]
+        self.gave_up.update(fresh)
+        return [Failure(self.messages[i], error_type, text, attempts) for i in fresh]
+
+
+class WorkerProcess:
+    """The parent's handle on one worker process: start it, talk to it, reap it."""
+
+    def __init__(
+        self,
+        ctx: SpawnContext,
+        handler_blob: bytes,
+        policy: RetryPolicy,
+        progress: MutableSequence[int],
+        name: str,
+    ) -> None:
+        self.conn, child_end = ctx.Pipe(duplex=True)
+        args = (child_end, handler_blob, policy, progress)
+        self.process = ctx.Process(target=worker_main, args=args, name=name, daemon=True)
+        self.process.start()
+        child_end.close()
+        self.sentinel = self.process.sentinel
+        self.pid = 0
+        self.ready = False
+
+    def handshake(self, data: bytes) -> str | None:
+        """Read the worker's first message: ``None`` when it is ready, else its error text
+        (starting with :data:`OPEN_FAILED` when the handler's ``open()`` raised)."""
+        kind, detail = pickle.loads(data)
+        if kind == "open-failed":
+            return f"{OPEN_FAILED}{detail}"
+        if kind != "ready":
+            return str(detail)
+        self.ready, self.pid = True, int(detail)
+        return None
+
+    def send_batch(self, batch: Batch) -> None:
+        """Ship a batch; a dead worker is noticed through its sentinel, not here."""
+        with contextlib.suppress(OSError):
+            self.conn.send_bytes(pickle.dumps((batch.id, batch.rows()), protocol=5))
+
+    def send_stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send_bytes(b"")
+
+    def reap(self) -> int | None:
+        """Make sure the process is gone (killing it if needed); its exit code."""
+        self.process.join(1.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(1.0)
+        self.conn.close()
+        return self.process.exitcode
+
+
+def decode_reply(data: bytes) -> tuple[int, BatchResult, float]:
+    """A worker's answer to a batch: its id, its result, the seconds it took."""
+    batch_id, result, seconds = pickle.loads(data)
+    return int(batch_id), result, float(seconds)
+
+
+class Harvest:
+    """What one turn of the engine's reader thread collected from its workers: finished
+    and failed messages, handler times (with their topics) and retries, reported as one."""
+
+    __slots__ = ("durations", "failed", "finished", "results", "retries")
+
+    def __init__(self) -> None:
+        self.finished: list[Message] = []
+        self.failed: list[Failure] = []
+        self.durations: list[float] = []
+        self.retries: dict[str, int] = {}
+        self.results: list[ResultGroup] = []
+
+    @property
+    def count(self) -> int:
+        """Messages reported by this harvest (finished, failed or with results)."""
+        return len(self.finished) + len(self.failed) + sum(len(g) for g, _ in self.results)
+
+    def add(self, batch: Batch, result: BatchResult) -> None:
+        """A worker's answer to ``batch``."""
+        failures, durations, retried, results, _ = result
+        done, bad, groups, skip = batch.settle(failures, results)
+        self.finished.extend(done)
+        self.failed.extend(bad)
+        self.results.extend(groups)
+        if durations:
+            ran = [i for i in range(len(batch.messages)) if i not in batch.gave_up]
+            self.durations.extend(d for i, d in zip(ran, durations, strict=False) if i not in skip)
+        for index, count in retried:
+            topic = batch.messages[index].topic
+            self.retries[topic] = self.retries.get(topic, 0) + count
+
+
+def stop_all(workers: list[WorkerProcess], grace: float) -> None:
+    """Wait up to ``grace`` s for workers to exit, then terminate and finally kill them."""
+    deadline = time.monotonic() + grace
+    for worker in workers:
+        worker.process.join(max(deadline - time.monotonic(), 0.0))
+    for worker in workers:
+        if worker.process.is_alive():
+            worker.process.terminate()
+    for worker in workers:
+        worker.reap()
+
+
+class Slot:
+    """One worker position: its queue and batches outlive its process (see module docs)."""
+
+    def __init__(self, index: int, queue: deque[Message], ctx: SpawnContext) -> None:
+        self.index = index
+        self.queue = queue
+        self.progress: MutableSequence[int] = ctx.RawArray("q", PROGRESS_SLOTS)
+        self.progress[INDEX] = -1
+        self.outstanding: deque[Batch] = deque()
+        self.worker: WorkerProcess | None = None
+        self.dead_streak = 0
+        self.restart_at: float | None = None
+        self.killed_at: tuple[int, int] | None = None  # (batch, index) that timed out
+        self._seen: tuple[tuple[int, int], float] | None = None  # running (batch, index), since
+
+    def spawn(self, ctx: SpawnContext, handler_blob: bytes, policy: RetryPolicy) -> WorkerProcess:
+        name = f"laneway-{self.index}"
+        self.worker = WorkerProcess(ctx, handler_blob, policy, self.progress, name)
+        self.restart_at = None
+        return self.worker
+
+    def running(self, now: float) -> tuple[Message, float] | None:
+        """The message this slot's worker is running, with when that was first seen by a
+        call (workers stamp no times per message: the watch calling this about once a
+        second is the clock, accurate to its interval). Safe from any thread."""
+        batch_id, index = self.progress[BATCH_ID], self.progress[INDEX]
+        try:
+            head = self.outstanding[0]
+        except IndexError:
+            return None
+        if index < 0 or head.id != batch_id or index >= len(head.messages):
+            return None
+        if self._seen is None or self._seen[0] != (batch_id, index):
+            self._seen = ((batch_id, index), now)
+        return head.messages[index], self._seen[1]
+
+    def kill_if_overdue(self, now_ns: int, timeout: float) -> None:
+        """Kill the worker if its current handler attempt has run longer than ``timeout``."""
+        started = self.progress[STARTED]
+        if self.worker is None or not started or self.killed_at is not None:
+            return
+        if now_ns - started > timeout * 1e9:
+            self.killed_at = (self.progress[BATCH_ID], self.progress[INDEX])
+            self.worker.process.kill()
+
+    def bury(self, dead: WorkerProcess, policy: RetryPolicy) -> list[Failure]:
+        """Account for a dead (reaped) worker and schedule its replacement; return the
+        messages given up on because of it."""
+        self.worker = None
+        failed: list[Failure] = []
+        if self.killed_at is not None:
+            failed = self._expire(self.killed_at, policy)
+        else:
+            self.dead_streak += 1
+            if self.outstanding and dead.ready:
+                failed = self._strike()
+        if self.outstanding and self.outstanding[0].all_given_up():
+            self.outstanding.popleft()
+        self.killed_at = None
+        self.progress[INDEX] = -1
+        self.progress[STARTED] = 0
+        streak = self.dead_streak
+        delay = 0.0 if streak <= 1 else min(0.1 * 2 ** (streak - 2), 5.0)
+        self.restart_at = time.monotonic() + delay
+        return failed
+
+    def _strike(self) -> list[Failure]:
+        """Count a death against the message (or, if unknown, the batch) that was running."""
+        head = self.outstanding[0]
+        running = self.progress[INDEX]
+        if self.progress[BATCH_ID] == head.id and 0 <= running < len(head.messages):
+            count = head.strikes[running] = head.strikes.get(running, 0) + 1
+            doomed = [running] if count >= MAX_DEATHS else []
+            what = "this message"
+        else:
+            head.deaths += 1
+            doomed = list(range(len(head.messages))) if head.deaths >= MAX_DEATHS else []
+            what = "this message's batch"
+        text = f"the worker process died {MAX_DEATHS} times while running {what}"
+        return head.give_up(doomed, WORKER_DIED, text, MAX_DEATHS)
+
+    def _expire(self, killed_at: tuple[int, int], policy: RetryPolicy) -> list[Failure]:
+        """Count a timed-out attempt; give the message up after its last allowed attempt."""
+        batch_id, index = killed_at
+        if not self.outstanding or self.outstanding[0].id != batch_id or index < 0:
+            return []  # it finished just before the kill
+        head = self.outstanding[0]
+        count = head.timeouts[index] = head.timeouts.get(index, 0) + 1
+        if count <= policy.max_retries:
+            return []
+        assert policy.timeout is not None
+        text = f"{timed_out(policy.timeout)} ({count} attempts)"
+        return head.give_up([index], TIMED_OUT, text, count)

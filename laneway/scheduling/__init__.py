@@ -1,1 +1,0 @@
-"""Ordering lanes, offset tracking and backpressure: the consumer's control plane logic."""

@@ -1,0 +1,64 @@
+"""The in-memory records of one partition of the embedded log."""
+
+from __future__ import annotations
+
+from laneway.sources.embedded.segment import PartitionFile
+from laneway.types import Message
+
+_COMPACT_AT = 4096
+
+
+class PartitionLog:
+    """Records of one partition as a list of :class:`laneway.Message`, indexed by offset.
+
+    ``records[i]`` has offset ``base + i`` (offsets are contiguous in memory). ``start`` is
+    the first retained offset: records below it were trimmed (committed by every group) or
+    dropped (``when_full="drop_oldest"``) and are no longer returned. They are released from
+    the list in chunks — once at least half the list or 4096 records are below ``start`` — so
+    trimming costs amortized O(1) per record while ``read`` stays a plain list slice.
+    """
+
+    __slots__ = ("base", "file", "partition", "records", "start", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        records: list[Message] | None = None,
+        start: int = 0,
+        file: PartitionFile | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[Message] = records if records is not None else []
+        self.base = self.records[0].offset if self.records else 0
+        self.start = self.base
+        self.file = file
+        self.advance_start(start)
+
+    @property
+    def end(self) -> int:
+        """The offset the next record will get (Kafka's high watermark / end offset)."""
+        return self.base + len(self.records)
+
+    def retained(self) -> int:
+        """Records from ``start`` to the end: what counts against the log's capacity."""
+        return self.base + len(self.records) - self.start
+
+    def read(self, position: int, limit: int) -> list[Message]:
+        """Up to ``limit`` records from ``position`` (or ``start``, if that is later)."""
+        index = (position if position > self.start else self.start) - self.base
+        return self.records[index : index + limit]
+
+    def advance_start(self, offset: int) -> int:
+        """Forget records below ``offset`` (capped at the end); return how many were forgotten."""
+        offset = min(offset, self.end)
+        if offset <= self.start:
+            return 0
+        released = offset - self.start
+        self.start = offset
+        dead = offset - self.base
+        if dead >= _COMPACT_AT or 2 * dead >= len(self.records):
+            del self.records[:dead]
+            self.base = offset
+        return released

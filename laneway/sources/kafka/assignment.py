@@ -1,0 +1,121 @@
+"""The partitions a KafkaSource member owns, kept in step with librdkafka's rebalance callbacks.
+
+librdkafka invokes the callbacks on the source's thread, from inside ``consume()`` and
+``close()``. :class:`Assignment` turns them into the listener's ``on_assigned``,
+``on_revoked`` and ``on_lost`` calls and keeps what the source's other methods check: the
+owned partitions (only those may be committed, paused or measured), which of them are
+paused, and the committed offsets fetching began at.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+
+from laneway.sources.base import RebalanceListener
+from laneway.sources.kafka.positions import committed_positions
+from laneway.types import PartitionId
+
+# The source's own logger: these lines are about the KafkaSource, not this helper.
+logger = logging.getLogger("laneway.sources.kafka.source")
+
+
+class Assignment:
+    """What a :class:`~laneway.sources.kafka.source.KafkaSource` owns, and its listener.
+
+    ``listener`` is ``None`` until the source is opened; until then nothing is reported.
+    :meth:`on_assign`, :meth:`on_revoke` and :meth:`on_lost` are the ``subscribe()``
+    callbacks. ``name`` names the source in log lines and errors; ``incremental`` says the
+    assignment strategy is cooperative (assignments add to the owned partitions).
+    """
+
+    def __init__(self, name: str, incremental: bool) -> None:
+        self.listener: RebalanceListener | None = None
+        self.owned: set[PartitionId] = set()
+        self.starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
+        self.paused: set[PartitionId] = set()
+        self.closing = False
+        self._name = name
+        self._incremental = incremental
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self.closing:
+            # An assignment still queued when close() started: librdkafka treats it as an
+            # unassign (the library's fallback assign call); the listener is not told.
+            return
+        positions = committed_positions(consumer, partitions, self._name) if partitions else {}
+        start = [
+            TopicPartition(t, p, OFFSET_INVALID if pos is None else pos.offset)
+            for (t, p), pos in positions.items()
+        ]
+        # Assigning with explicit offsets makes fetching start exactly at the positions the
+        # listener is told about; OFFSET_INVALID lets auto.offset.reset decide.
+        if self._incremental:
+            consumer.incremental_assign(start)
+        else:
+            consumer.assign(start)
+        if start:
+            # librdkafka keeps a partition's pause flag across unassign/assign; a partition
+            # newly assigned to this member starts unpaused, as the listener expects.
+            consumer.resume(start)
+        self.owned.update(positions)
+        for pid, pos in positions.items():
+            if pos is None:
+                self.starts.pop(pid, None)
+            else:
+                self.starts[pid] = pos.offset
+        if positions and self.listener is not None:
+            logger.debug("%s: assigned %s", self._name, sorted(positions))
+            self.listener.on_assigned(positions)
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=False)
+
+    def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up(partitions, lost=True)
+
+    def close(self) -> None:
+        """For the source's ``close()``: ignore assignments from now on, revoke the owned
+        partitions through the listener (still owned while it runs), then forget them."""
+        self.closing = True
+        owned = sorted(self.owned)
+        try:
+            if owned and self.listener is not None:
+                self.listener.on_revoked(owned)
+        finally:
+            self.forget(owned)
+
+    def lose_all(self) -> None:
+        """Forget every owned partition, then report them to the listener's ``on_lost``."""
+        owned = sorted(self.owned)
+        self.forget(owned)
+        if owned and self.listener is not None:
+            self.listener.on_lost(owned)
+
+    def forget(self, ids: Iterable[PartitionId]) -> None:
+        for pid in ids:
+            self.owned.discard(pid)
+            self.paused.discard(pid)
+            self.starts.pop(pid, None)
+
+    def _give_up(self, partitions: list[TopicPartition], lost: bool) -> None:
+        # Only partitions the listener was told about (close() has already revoked its own).
+        ids = [
+            (tp.topic, tp.partition) for tp in partitions if (tp.topic, tp.partition) in self.owned
+        ]
+        if not ids or self.listener is None:
+            return
+        if lost:
+            # Already taken away: no longer owned, so a commit for them fails fast.
+            self.forget(ids)
+            logger.warning("%s: partitions lost: %s", self._name, ids)
+            self.listener.on_lost(ids)
+            return
+        try:
+            # Still owned while the listener runs: its commits for them count.
+            logger.debug("%s: revoked %s", self._name, ids)
+            self.listener.on_revoked(ids)
+        finally:
+            self.forget(ids)

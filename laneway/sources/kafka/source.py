@@ -1,0 +1,345 @@
+"""KafkaSource: the Source protocol on a confluent-kafka (librdkafka) consumer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from laneway.config import ConsumerConfig
+from laneway.errors import ConfigError, SourceError
+from laneway.offsets.offset_progress import OffsetProgress
+from laneway.sources.base import RebalanceListener
+from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.kafka.assignment import Assignment
+from laneway.sources.kafka.checks import check_reachable, check_topics
+from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
+from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
+from laneway.sources.kafka.messages import messages_of
+from laneway.sources.kafka.positions import cached_log_ends, unread_counts
+from laneway.sources.kafka.producer import KafkaProducer
+from laneway.sources.kafka.transactions import KafkaTransaction, transactional_id
+from laneway.types import CommitPosition, Message, PartitionId
+
+logger = logging.getLogger(__name__)
+
+_PARTITION_EOF = KafkaError._PARTITION_EOF
+_FATAL = KafkaError._FATAL
+_METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
+
+
+class KafkaSource:
+    """Reads a Kafka consumer group's partitions in batches and commits offsets synchronously.
+
+    ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
+    librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
+    no broker answers within ``connect_timeout`` seconds (default 10) and with
+    :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
+    unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
+    ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see
+    :mod:`laneway.sources.kafka.client_logs`). Offsets are committed only through :meth:`commit`:
+    ``enable.auto.commit`` and ``enable.auto.offset.store`` are forced off (asking for them
+    is a :class:`~laneway.errors.ConfigError`). Defaults the user may override:
+    ``auto.offset.reset=earliest`` and ``partition.assignment.strategy=cooperative-sticky``
+    (incremental rebalancing; see :mod:`laneway.sources.kafka.client_config` for why).
+    ``transactional_id`` names this member's transactional producer under
+    ``exactly_once=True`` (see :meth:`transaction`).
+
+    Threading: every method must be called from one thread. The rebalance callbacks run on
+    that thread too: librdkafka invokes them from inside ``consume()`` (so from
+    :meth:`poll`) and from ``close()``. The listener may therefore call :meth:`commit`
+    from ``on_revoked`` and the commit completes, with the partitions still owned, before
+    librdkafka gives them up.
+
+    On assignment the source reads the group's committed offsets (and metadata) for the new
+    partitions, starts fetching exactly there (``auto.offset.reset`` applies where nothing
+    is committed), resumes them in case librdkafka kept an earlier pause, and reports the
+    positions to the listener's ``on_assigned``.
+
+    Tuning: ``poll`` converts each record into a :class:`~laneway.types.Message` (seven
+    C calls and one object, about 0.7 us per message on top of ``consume()``). Measured on a
+    local broker with 200,000 small messages on 8 partitions and ``max_messages=1000``:
+    end to end ~890k msg/s for ``poll`` vs ~1.56M msg/s for a bare ``consume()`` loop
+    (ratio ~0.57); with everything already prefetched ~0.95M vs ~2.55M msg/s (ratio
+    ~0.37). Pass ``max_messages`` in the thousands to amortize each call, and keep
+    ``timeout`` short when latency matters: ``consume()`` waits for a *full* batch until
+    the timeout expires. librdkafka prefetches up to ``queued.max.messages.kbytes`` per
+    consumer; the consumer sizes that from its ``max_buffered_bytes`` (:meth:`bound_prefetch`:
+    64 MiB for the default 256 MiB). The fetch
+    defaults chosen here are explained in :mod:`laneway.sources.kafka.client_config`. For fast
+    group joins in tests lower ``heartbeat.interval.ms`` (and ``session.timeout.ms`` to the
+    broker's ``group.min.session.timeout.ms``).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        group: str,
+        topics: Sequence[str],
+        config: Mapping[str, Any] | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        wait_for_topics: bool = False,
+        transactional_id: str | None = None,
+    ) -> None:
+        if transactional_id is not None and (
+            not isinstance(transactional_id, str) or not transactional_id
+        ):
+            raise ConfigError(
+                f"transactional_id={transactional_id!r} is not valid; expected a non-empty "
+                "string naming this member's producer for exactly_once=True, or None"
+            )
+        self._transactional_id = transactional_id
+        settings = build_settings(
+            bootstrap_servers, group, topics, config, connect_timeout, wait_for_topics
+        )
+        self._settings = settings
+        self._topics = list(settings.topics)
+        self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
+        self._connection = connection_config(settings)
+        self._consumer_config = dict(settings.consumer_config)
+        self._errors = client_logging(self._name, self._consumer_config)
+        self._consumer = self._new_client()
+        self._assignment = Assignment(self._name, settings.incremental)
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def group(self) -> str:
+        return self._settings.group
+
+    @property
+    def assignment(self) -> frozenset[PartitionId]:
+        """Partitions currently owned (as reported to the listener)."""
+        return frozenset(self._assignment.owned)
+
+    def producer(self) -> KafkaProducer:
+        """A new producer into the same cluster (see :class:`KafkaProducer`)."""
+        return KafkaProducer(self._connection, f"{self._name} producer")
+
+    def transaction(self) -> KafkaTransaction:
+        """A transactional producer for ``exactly_once=True`` (see
+        :mod:`laneway.sources.kafka.transactions`). Its ``transactional.id`` is the
+        ``transactional_id`` given, else ``laneway-<group>-<group.instance.id>``, else
+        ``laneway-<group>-<host>-<pid>``: give one that a restarted member reuses (a slot
+        number, a pod name) so that it fences its crashed predecessor at once."""
+        instance = self._settings.consumer_config.get("group.instance.id")
+        tid = self._transactional_id or transactional_id(self._settings.group, instance)
+        return KafkaTransaction(self._connection, self._consumer, tid, self._name)
+
+    @property
+    def capabilities(self) -> SourceCapabilities:
+        """Every ordering, pausable partitions, retries in place."""
+        return PARTITIONED_LOG
+
+    def progress(self, config: ConsumerConfig) -> OffsetProgress:
+        """Progress by committed offsets, through :meth:`commit`."""
+        return OffsetProgress(self, config.metadata_max_bytes)
+
+    def bound_prefetch(self, max_bytes: int) -> None:
+        """Size librdkafka's prefetch for ``max_bytes`` (see
+        :func:`~laneway.sources.kafka.client_config.prefetch_settings`); before :meth:`open` only.
+
+        The consumer calls it with its share of ``max_buffered_bytes``. When a setting
+        changes, the (not yet subscribed) librdkafka client is created anew with it.
+        """
+        self._check_usable()
+        if self._assignment.listener is not None:
+            raise SourceError(f"{self._name}: bound_prefetch() must come before open()")
+        changed = prefetch_settings(max_bytes, self._consumer_config)
+        if changed:
+            logger.debug("%s: prefetch bounded by %s", self._name, changed)
+            self._consumer_config.update(changed)
+            self._consumer.close()
+            self._consumer = self._new_client()
+
+    @property
+    def client_config(self) -> dict[str, object]:
+        """The librdkafka settings the client runs with (callbacks included)."""
+        return dict(self._consumer_config)
+
+    def open(self, listener: RebalanceListener) -> None:
+        """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""
+        self._check_usable()
+        if self._assignment.listener is not None:
+            raise SourceError(f"{self._name}: open() was already called")
+        settings = self._settings
+        consumer = self._consumer
+        check_reachable(
+            consumer,
+            settings.bootstrap_servers,
+            settings.connect_timeout,
+            self._errors,
+            lambda: consumer.consume(1, 0),
+        )
+        if not settings.wait_for_topics:
+            check_topics(self._consumer, self._topics, settings.connect_timeout)
+        assignment = self._assignment
+        assignment.listener = listener
+        try:
+            self._consumer.subscribe(
+                self._topics,
+                on_assign=assignment.on_assign,
+                on_revoke=assignment.on_revoke,
+                on_lost=assignment.on_lost,
+            )
+        except KafkaException as exc:
+            raise SourceError(f"{self._name}: subscribe failed: {describe(exc)}") from exc
+
+    def poll(self, max_messages: int, timeout: float) -> list[Message]:
+        """Return up to ``max_messages`` messages, in offset order per partition.
+
+        Returns as soon as any message is available: what is already fetched comes back at
+        once, and only when nothing is there does it wait, up to ``timeout`` seconds, for the
+        first message (librdkafka's ``consume(n, timeout)`` alone would wait for a full
+        batch of ``n``, adding the whole timeout to every short batch, e.g. right after a
+        partition is resumed). Rebalance callbacks run inside this call. Partition-EOF events
+        and non-fatal errors are logged and skipped; a fatal error (e.g. this static member
+        was fenced) reports the owned partitions to ``on_lost`` and raises
+        :class:`SourceError`.
+        """
+        self._check_opened()
+        consume = self._consumer.consume
+        try:
+            batch = consume(max_messages, 0)
+            if not batch and timeout > 0:
+                batch = consume(1, timeout)
+                if batch and max_messages > 1:
+                    batch += consume(max_messages - 1, 0)
+        except KafkaException as exc:
+            raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
+        return messages_of(batch, self._skip_or_raise)
+
+    def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
+        """Commit ``positions`` synchronously; any failed partition raises :class:`SourceError`.
+
+        Only owned partitions may be committed (a commit for a partition another member now
+        owns would overwrite its progress); inside ``on_revoked`` the revoked partitions are
+        still owned.
+        """
+        self._check_opened()
+        if not positions:
+            return
+        foreign = sorted(set(positions) - self._assignment.owned)
+        if foreign:
+            raise SourceError(f"{self._name}: cannot commit partitions not owned: {foreign}")
+        offsets = [
+            TopicPartition(topic, partition, pos.offset, metadata=pos.metadata)
+            for (topic, partition), pos in positions.items()
+        ]
+        try:
+            results = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            raise SourceError(self._commit_failure(exc, positions)) from exc
+        failed = [(tp.topic, tp.partition, tp.error) for tp in results if tp.error is not None]
+        if failed:
+            detail = ", ".join(f"{t}[{p}]: {describe_error(e)}" for t, p, e in failed)
+            raise SourceError(f"{self._name}: commit failed for {detail}")
+
+    def pause(self, partitions: Iterable[PartitionId]) -> None:
+        """Stop fetching ``partitions`` (owned ones only; others are ignored). Idempotent."""
+        self._check_opened()
+        owned, paused = self._assignment.owned, self._assignment.paused
+        todo = [p for p in set(partitions) if p in owned and p not in paused]
+        if todo:
+            self._call_partitions(self._consumer.pause, todo, "pause")
+            paused.update(todo)
+
+    def resume(self, partitions: Iterable[PartitionId]) -> None:
+        """Undo :meth:`pause` for ``partitions`` (owned ones only). Idempotent."""
+        self._check_opened()
+        todo = [p for p in set(partitions) if p in self._assignment.paused]
+        if todo:
+            self._call_partitions(self._consumer.resume, todo, "resume")
+            self._assignment.paused.difference_update(todo)
+
+    def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """Messages of each owned partition beyond the last one ``poll`` returned, from the
+        high watermark librdkafka saw in its latest fetch response (no request is made;
+        0 until the partition has been fetched once)."""
+        self._check_opened()
+        owned = [pid for pid in partitions if pid in self._assignment.owned]
+        return unread_counts(self._consumer, owned, self._assignment.starts) if owned else {}
+
+    def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """High watermarks of owned partitions from librdkafka's latest fetch responses (no
+        request; partitions not fetched yet are left out)."""
+        self._check_opened()
+        owned = [pid for pid in partitions if pid in self._assignment.owned]
+        return cached_log_ends(self._consumer, owned)
+
+    def close(self) -> None:
+        """Revoke owned partitions through the listener, leave the group, free the client.
+
+        Idempotent. The listener's ``on_revoked`` runs first, while this member still owns
+        its partitions, so commits made there count. (librdkafka's own revocation inside
+        ``Consumer.close()`` can come after it has already left the group — when an earlier
+        assignment event was still pending — where a commit fails with UNKNOWN_MEMBER_ID.)
+        """
+        if self._assignment.closing:
+            return
+        try:
+            self._assignment.close()
+        finally:
+            try:
+                self._consumer.close()
+            except KafkaException as exc:
+                raise SourceError(f"{self._name}: close failed: {describe(exc)}") from exc
+            finally:
+                self._closed = True
+
+    def _skip_or_raise(self, error: KafkaError) -> None:
+        # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
+        if error.code() == _FATAL or error.fatal():
+            # The client is unusable and another member may own our partitions already
+            # (e.g. a fenced static member): tell the listener they are lost, then fail.
+            self._assignment.lose_all()
+            raise SourceError(f"{self._name}: fatal consumer error: {describe_error(error)}")
+        if error.code() == _PARTITION_EOF:
+            logger.debug("%s: %s", self._name, error.str())
+        else:
+            logger.warning("%s: consumer error (skipped): %s", self._name, describe_error(error))
+
+    def _commit_failure(
+        self, exc: KafkaException, positions: Mapping[PartitionId, CommitPosition]
+    ) -> str:
+        message = f"{self._name}: commit of {sorted(positions)} failed: {describe(exc)}"
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == _METADATA_TOO_LARGE:
+            size, where = max((len(pos.metadata.encode()), p) for p, pos in positions.items())
+            message += (
+                f"; the largest commit metadata is {size} bytes (partition {where}), more than "
+                "the broker's offset.metadata.max.bytes allows (4096 by default)"
+            )
+        return message
+
+    def _call_partitions(
+        self,
+        method: Callable[[list[TopicPartition]], None],
+        partitions: list[PartitionId],
+        what: str,
+    ) -> None:
+        try:
+            method([TopicPartition(t, p) for t, p in partitions])
+        except KafkaException as exc:
+            raise SourceError(f"{self._name}: {what} {partitions} failed: {describe(exc)}") from exc
+
+    def _new_client(self) -> Consumer:
+        try:
+            return Consumer(self._consumer_config)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise ConfigError(f"config is not valid for librdkafka: {describe(exc)}") from exc
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SourceError(f"{self._name}: the source is closed")
+
+    def _check_opened(self) -> None:
+        self._check_usable()
+        if self._assignment.listener is None:
+            raise SourceError(f"{self._name}: call open(listener) first")

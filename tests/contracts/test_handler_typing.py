@@ -1,0 +1,113 @@
+"""A type checker matches the handler to the engine before ConfigError does.
+
+mypy runs (with the project's settings, so it is strict) on a small user module; every
+line marked ``# rejected`` must be reported and no other line may be, so the overloads of
+``Consumer.__init__`` neither let a mismatch through nor reject a correct program.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from checkout import ROOT
+
+USER_MODULE = """\
+import laneway
+from laneway.options import EngineKind
+
+log = laneway.EmbeddedLog()
+log.create_topic("orders", partitions=2)
+source = log.subscribe(["orders"], group="billing")
+
+
+def handle(message: laneway.Message) -> None:
+    pass
+
+
+async def handle_async(message: laneway.Message) -> None:
+    pass
+
+
+class Reserve:
+    async def __call__(self, message: laneway.Message) -> None:
+        pass
+
+
+def untyped(message):  # type: ignore[no-untyped-def]
+    pass
+
+
+async def untyped_async(message):  # type: ignore[no-untyped-def]
+    pass
+
+
+def engine_from_settings() -> str:
+    return "thread"
+
+
+laneway.Consumer(source, handle)
+laneway.Consumer(source, handle, engine="thread", concurrency=8, ordering="partition")
+laneway.Consumer(source, handle, engine="sync")
+laneway.Consumer(source, handle, engine="process")
+laneway.Consumer(source, handle_async, engine="async", concurrency=256)
+laneway.Consumer(source, Reserve(), engine="async")
+laneway.Consumer(source, untyped, engine="async")
+laneway.Consumer(source, lambda message: None, engine="thread")
+laneway.Consumer(source, handle, engine=EngineKind(engine_from_settings()))
+laneway.Consumer(source, handle_async, engine=EngineKind(engine_from_settings()))
+laneway.Consumer(source, handle_async, engine="thread")  # rejected
+laneway.Consumer(source, handle_async)  # rejected
+laneway.Consumer(source, Reserve(), engine="process")  # rejected
+laneway.Consumer(source, untyped_async, engine="sync")  # rejected
+laneway.Consumer(source, handle, engine="async")  # rejected
+laneway.Consumer(source, handle, engine="async", max_retries=5)  # rejected
+laneway.Consumer(source, handle, engine="fast")  # rejected
+laneway.Consumer(source, handle, concurency=3)  # rejected
+laneway.Consumer(source, handle, ordering="random")  # rejected
+"""
+
+
+def mypy_errors(module: Path) -> dict[int, str]:
+    """mypy's errors in ``module``, by line, with the project's configuration."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--no-error-summary",
+            "--hide-error-context",
+            # A cache of its own: a shared one may map the module name to another path.
+            "--cache-dir",
+            str(module.parent / ".mypy_cache"),
+            str(module),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    errors: dict[int, str] = {}
+    for line in done.stdout.splitlines():
+        found = re.match(rf"{re.escape(str(module))}:(\d+): error: (.*)", line)
+        if found:
+            errors.setdefault(int(found.group(1)), found.group(2))
+    return errors
+
+
+def test_mypy_rejects_a_handler_that_does_not_fit_its_engine(tmp_path: Path) -> None:
+    module = tmp_path / "user_app.py"
+    module.write_text(USER_MODULE)
+    rejected = {
+        number
+        for number, line in enumerate(USER_MODULE.splitlines(), start=1)
+        if line.endswith("# rejected")
+    }
+    errors = mypy_errors(module)
+    assert set(errors) == rejected, errors
+    assert "Consumer" in errors[min(rejected)]
