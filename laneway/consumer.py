@@ -22,7 +22,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from laneway.config import ConsumerConfig, OptionsBesidesEngine
-from laneway.control.durability import check_exactly_once
 from laneway.control.plane import ControlPlane
 from laneway.engines.admission.gate import AsyncGate, ThreadGate, gate_for
 from laneway.engines.factory import build_engine, limits_of
@@ -118,7 +117,6 @@ class Consumer:
         self.config = ConsumerConfig.from_options(options)
         self._capabilities = check_source(source, self.config)
         check_handler(handler, self.config.engine, self.config.batch_size is not None)
-        check_exactly_once(source, self.config)
         self._source = source
         self._handler = handler
         self._stop = threading.Event()
@@ -220,7 +218,9 @@ class Consumer:
         if config.engine is not EngineKind.PROCESS:  # process workers make their own
             self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
         engine = build_engine(config, self._handler, self._stop, loop, hooks, self._gate)
-        plane = ControlPlane(self._source, engine, self.config, self._stop, tracing)
+        plane = ControlPlane(
+            self._source, self._capabilities, engine, self.config, self._stop, tracing
+        )
         try:
             engine.start(plane.completions)
         except BaseException:

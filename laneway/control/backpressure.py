@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, cast
 
 from laneway.control.fair_share import FairShare, PartitionControl
 from laneway.offsets.progress import PartitionLoad, Progress
+from laneway.sources.base import PrefetchingSource
+from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
 from laneway.types import PartitionId
 
 IDLE_POLL_TIMEOUT = 0.1
@@ -21,14 +23,6 @@ PAUSE_AFTER = 0.25
 """Seconds ``max_buffered`` must stay reached before the source's partitions are paused."""
 PREFETCH_SHARE = 4
 """A prefetching source may hold ``max_buffered_bytes // PREFETCH_SHARE`` bytes of its own."""
-
-
-@runtime_checkable
-class PrefetchControl(Protocol):
-    """A source that fetches ahead on its own (librdkafka's queue) and can bound that."""
-
-    def bound_prefetch(self, max_bytes: int) -> None:
-        """Keep at most about ``max_bytes`` of messages fetched ahead (called before open)."""
 
 
 class Turn(NamedTuple):
@@ -64,13 +58,15 @@ class Backpressure:
     counts a message when its handler is done.
 
     Bytes count like messages: the room left under ``max_buffered_bytes`` (see
-    :attr:`Progress.buffered_bytes`) is turned into messages by the largest message seen so
-    far, so a poll never asks for more than fits (before anything was fetched one message
-    is asked for; only messages larger than any before can overshoot, by at most one
-    poll). When nothing is buffered one message is always allowed, however large, so the
-    consumer never stalls. A source that prefetches on its own
-    (:class:`PrefetchControl`, e.g. Kafka) is told its share: ``max_buffered_bytes //``
-    :data:`PREFETCH_SHARE`, so the whole process stays bounded.
+    :class:`~laneway.offsets.progress.ProgressCounts`) is turned into messages by the
+    largest message seen so far, so a poll never asks for more than fits (before
+    anything was fetched one message is asked for; only messages larger than any before
+    can overshoot, by at most one poll). When nothing is buffered one message is always
+    allowed, however large, so the consumer never stalls. A source that prefetches on
+    its own (``prefetches`` in its
+    :class:`~laneway.sources.capabilities.SourceCapabilities`, e.g. Kafka) is told its
+    share: ``max_buffered_bytes //`` :data:`PREFETCH_SHARE`, so the whole process stays
+    bounded.
 
     A source that cannot pause (a Kafka share group, whose partitions are shared by every
     member) is simply not polled while the buffer is full, nor while its
@@ -88,17 +84,18 @@ class Backpressure:
         max_buffered: int,
         poll_batch_size: int,
         max_buffered_bytes: int,
-        pauses: bool = True,
+        capabilities: SourceCapabilities = PARTITIONED_LOG,
     ) -> None:
         self._source = source
-        self._pauses = pauses
+        self._pauses = capabilities.pauses
         self._max_buffered = max_buffered
         self._max_bytes = max_buffered_bytes
         self._poll_batch_size = poll_batch_size
         self._low_water = max_buffered // 2
         self._worth_a_poll = max(1, min(poll_batch_size, max_buffered // 16))
-        if isinstance(source, PrefetchControl):
-            source.bound_prefetch(max_buffered_bytes // PREFETCH_SHARE)
+        if capabilities.prefetches:
+            prefetching = cast(PrefetchingSource, source)
+            prefetching.bound_prefetch(max_buffered_bytes // PREFETCH_SHARE)
         self._fair = FairShare(source, max_buffered)
         self._full_since: float | None = None
         self._weighed = False
@@ -114,12 +111,13 @@ class Backpressure:
             # Until the source may be polled again: wait for the messages it waits for
             # (at most BUSY_POLL_TIMEOUT, so timed work and stop() are seen).
             return Turn(BUSY_POLL_TIMEOUT, awaiting, 0, 0.0)
-        buffered = progress.buffered
+        counts = progress.counts
+        buffered = counts.buffered
         room = self._max_buffered - buffered
         worth = self._worth_a_poll
-        largest = progress.largest_message
+        largest = counts.largest_message
         if largest:
-            room = min(room, (self._max_bytes - progress.buffered_bytes) // largest)
+            room = min(room, (self._max_bytes - counts.buffered_bytes) // largest)
             worth = max(1, min(worth, self._max_bytes // 16 // largest))
         if not buffered:
             room = max(room, 1)  # one message always, however large: never stall
@@ -130,7 +128,7 @@ class Backpressure:
         # handler: they are no partition's share of the work.
         self._fair.balance(owned, room + writing, self.paused)
         if self.paused and (
-            buffered <= self._low_water and progress.buffered_bytes <= self._max_bytes // 2
+            buffered <= self._low_water and counts.buffered_bytes <= self._max_bytes // 2
         ):
             self._set_paused(False, owned)
         elif not self.paused and room < worth:

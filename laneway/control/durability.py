@@ -13,33 +13,14 @@ transactional commit of the results with the offsets
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import cast
 
 from laneway.config import ConsumerConfig
-from laneway.errors import ConfigError
 from laneway.offsets.progress import Progress
 from laneway.offsets.transactional import TransactionalProgress
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import AcknowledgedResults, ResultWriter, TransactionalResults
-from laneway.producing.transactions import Transaction
-from laneway.sources.base import Source
-
-
-class TransactionalSource(Protocol):
-    """A source that can write and commit in one transaction (Kafka, the embedded log)."""
-
-    def transaction(self) -> Transaction:
-        """A new transactional writer into the source's log, for one consumer run."""
-
-
-def check_exactly_once(source: object, config: ConsumerConfig) -> None:
-    """Raise ConfigError when ``exactly_once=True`` asks for what ``source`` cannot do."""
-    if config.exactly_once and not callable(getattr(type(source), "transaction", None)):
-        raise ConfigError(
-            f"exactly_once=True is not valid with source={source!r}: it cannot write results "
-            "and commit offsets in one transaction (KafkaSource and EmbeddedLog.subscribe() "
-            "sources can)"
-        )
+from laneway.sources.base import Source, TransactionalSource
 
 
 def durability(
@@ -49,7 +30,7 @@ def durability(
     if not config.exactly_once:
         results = AcknowledgedResults(source.producer, config.retry, tracing)
         return source.progress(config), results
-    transactional: TransactionalSource = source  # type: ignore[assignment]
-    transaction = transactional.transaction()
+    # Consumer checked at construction that the source declares transactions.
+    transaction = cast(TransactionalSource, source).transaction()
     progress = TransactionalProgress(transaction, config.metadata_max_bytes)
     return progress, TransactionalResults(transaction, tracing)

@@ -34,6 +34,7 @@ from laneway.errors import SourceError, TransactionError
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source
+from laneway.sources.capabilities import SourceCapabilities
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId
 
@@ -53,12 +54,14 @@ class ControlPlane:
     def __init__(
         self,
         source: Source,
+        capabilities: SourceCapabilities,
         engine: Engine,
         config: ConsumerConfig,
         stop: threading.Event,
         tracing: TraceContext | None = None,
     ) -> None:
         self._source = source
+        self._events_in_poll = capabilities.events_in_poll
         self._engine = engine
         self._config = config
         self._stop = stop
@@ -70,7 +73,7 @@ class ControlPlane:
             config.max_buffered,
             config.poll_batch_size,
             config.max_buffered_bytes,
-            source.capabilities.pauses,
+            capabilities,
         )
         self._stopping = StopConditions(stop, None, None)
         self._tally = Tally(config.metrics)
@@ -87,7 +90,7 @@ class ControlPlane:
         while True:
             self._collect()
             now = time.monotonic()
-            if self._stopping.reached(self._tally.handled, self._progress.buffered, now):
+            if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):
                 break
             if now >= next_commit:
                 # A failure (e.g. REBALANCE_IN_PROGRESS) marks nothing committed, so the
@@ -173,7 +176,7 @@ class ControlPlane:
     def _poll(self, now: float) -> None:
         """Fetch as much as backpressure and the stop conditions allow, and dispatch it."""
         tally, progress = self._tally, self._progress
-        left = self._stopping.left_to_fetch(tally.handled, progress.buffered)
+        left = self._stopping.left_to_fetch(tally.handled, progress.counts.buffered)
         # Acknowledgements of results are served by the next collect: don't sleep past them.
         cap = ACKNOWLEDGEMENT_WAIT if self._results.pending else BUSY_POLL_TIMEOUT
         if left == 0:
@@ -181,8 +184,7 @@ class ControlPlane:
             # source (whose poll would sit out its timeout after the last message
             # finished), and poll without waiting only to serve group events.
             at_least = self._stopping.left_to_handle(tally.handled)
-            serve = self._source.capabilities.events_in_poll
-            if not self.completions.wait(cap, at_least) and serve:
+            if not self.completions.wait(cap, at_least) and self._events_in_poll:
                 self._accept(self._source.poll(1, 0.0))
             return
         turn = self._backpressure.next_turn(progress, now, self._results.pending)
@@ -273,7 +275,7 @@ class ControlPlane:
         self._tally.sample(
             now,
             in_flight=self._engine.in_flight,
-            buffered=progress.buffered,
+            buffered=progress.counts.buffered,
             paused=self._backpressure.paused_count(owned),
             committed=committed,
             worker_restarts=self._engine.worker_restarts,
@@ -283,18 +285,19 @@ class ControlPlane:
 
     def stats(self) -> ConsumerStats:
         tally = self._tally
+        counts = self._progress.counts
         elapsed = tally.elapsed(time.monotonic())
         return ConsumerStats(
             processed=tally.processed,
             failed=tally.failed,
             dead_lettered=self._router.dead_lettered,
-            skipped=self._progress.skipped,
-            fenced=self._progress.fenced,
+            skipped=counts.skipped,
+            fenced=counts.fenced,
             in_flight=self._engine.in_flight,
-            buffered=self._progress.buffered,
-            buffered_bytes=self._progress.buffered_bytes,
+            buffered=counts.buffered,
+            buffered_bytes=counts.buffered_bytes,
             paused=self._backpressure.paused,
-            commits=self._progress.commits,
+            commits=counts.commits,
             committed=self._progress.committed(),
             assigned=tuple(sorted(self._progress.partitions)),
             elapsed=elapsed,

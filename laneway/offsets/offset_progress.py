@@ -8,7 +8,7 @@ from itertools import groupby
 from operator import attrgetter
 
 from laneway.offsets.partition import OwnedPartition
-from laneway.offsets.progress import OffsetCommitter
+from laneway.offsets.progress import OffsetCommitter, ProgressCounts
 from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 _partition_of = attrgetter("topic", "partition")
@@ -30,7 +30,7 @@ class OffsetProgress:
     first when they come back, then discarded if the partition is not owned (fenced), or
     applied to the new ownership only where it fetched the same offsets again.
 
-    It also weighs what is buffered (:attr:`buffered_bytes`, the footprint of values,
+    It also weighs what is buffered (``counts.buffered_bytes``, the footprint of values,
     keys and headers, see :mod:`laneway.offsets.footprint`) for ``max_buffered_bytes``:
     exactly as messages are fetched, and by the partition's average as they settle (see
     :meth:`OwnedPartition.unbuffer <laneway.offsets.partition.OwnedPartition.unbuffer>`).
@@ -46,40 +46,15 @@ class OffsetProgress:
         self._owned: dict[PartitionId, OwnedPartition] = {}
         self._zombies: dict[PartitionId, int] = {}
         self._committed: dict[PartitionId, int] = {}
-        self._buffered = 0
-        self._buffered_bytes = 0
-        self._largest = 0
-        self._skipped = 0
-        self._fenced = 0
-        self._commits = 0
+        self._counts = ProgressCounts()
 
     @property
-    def buffered(self) -> int:
-        return self._buffered
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._buffered_bytes
-
-    @property
-    def largest_message(self) -> int:
-        return self._largest
+    def counts(self) -> ProgressCounts:
+        return self._counts
 
     @property
     def partitions(self) -> Mapping[PartitionId, OwnedPartition]:
         return self._owned
-
-    @property
-    def skipped(self) -> int:
-        return self._skipped
-
-    @property
-    def fenced(self) -> int:
-        return self._fenced
-
-    @property
-    def commits(self) -> int:
-        return self._commits
 
     def committed(self) -> dict[PartitionId, int]:
         return dict(self._committed)
@@ -91,37 +66,40 @@ class OffsetProgress:
                 self._committed[pid] = position.offset
 
     def give_up(self, partitions: Collection[PartitionId]) -> None:
+        counts = self._counts
         for pid in partitions:
             partition = self._owned.pop(pid)
-            self._buffered -= len(partition.held) + partition.in_engine
-            self._buffered_bytes -= partition.bytes
+            counts.buffered -= len(partition.held) + partition.in_engine
+            counts.buffered_bytes -= partition.bytes
             if partition.in_engine:
                 self._zombies[pid] = self._zombies.get(pid, 0) + partition.in_engine
 
     def accept(self, messages: list[Message]) -> list[Message]:
         dispatch: list[Message] = []
         owned = self._owned
+        counts = self._counts
         for pid, group in groupby(messages, key=_partition_of):
             partition = owned.get(pid)
             if partition is None:
                 continue
             batch = list(group)
             runnable, skipped, weight = partition.accept(batch)
-            self._skipped += skipped
-            self._buffered += len(batch) - skipped
-            self._buffered_bytes += weight.total
-            if weight.largest > self._largest:
-                self._largest = weight.largest
+            counts.skipped += skipped
+            counts.buffered += len(batch) - skipped
+            counts.buffered_bytes += weight.total
+            if weight.largest > counts.largest_message:
+                counts.largest_message = weight.largest
             dispatch.extend(runnable)
         return dispatch
 
     def unstarted(self, messages: list[Message]) -> None:
+        counts = self._counts
         for pid, group in groupby(messages, key=_partition_of):
             count = sum(1 for _ in group)
             partition = self._owned.get(pid)
             if partition is not None:
-                self._buffered -= count
-                self._buffered_bytes -= partition.unbuffer(count)
+                counts.buffered -= count
+                counts.buffered_bytes -= partition.unbuffer(count)
 
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""
@@ -135,6 +113,7 @@ class OffsetProgress:
         """Finished and given-up messages alike move their partition's commit point."""
         messages = finished + given_up if given_up else finished
         owned = self._owned
+        counts = self._counts
         released: list[Message] = []
         for pid, offsets in _offsets_by_partition(messages).items():
             partition = owned.get(pid)
@@ -144,12 +123,12 @@ class OffsetProgress:
             if stale:
                 self._zombies[pid] -= stale
             if partition is None:
-                self._fenced += len(offsets)
+                counts.fenced += len(offsets)
                 continue
             live = len(offsets) - stale
             if live:
-                self._buffered -= live
-                self._buffered_bytes -= partition.unbuffer(live)
+                counts.buffered -= live
+                counts.buffered_bytes -= partition.unbuffer(live)
             if stale:
                 _finish_known(partition, offsets)
             else:
@@ -186,7 +165,7 @@ class OffsetProgress:
 
     def committed_now(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """``positions`` were just committed."""
-        self._commits += 1
+        self._counts.commits += 1
         for pid, position in positions.items():
             self._owned[pid].last_committed = position
             self._committed[pid] = position.offset

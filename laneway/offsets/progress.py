@@ -21,9 +21,33 @@ Every method runs on the consumer's control thread.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from laneway.types import CommitPosition, Failure, Message, PartitionId
+
+
+@dataclass
+class ProgressCounts:
+    """The running counts of one :class:`Progress`: written by the progress only, read by
+    the control plane (backpressure every loop turn, ``Consumer.stats()`` on demand).
+
+    ``buffered``: fetched messages not yet settled (bounded by the consumer's
+    ``max_buffered``); ``buffered_bytes``: their footprint (values, keys, headers; see
+    :mod:`laneway.offsets.footprint`), bounded by ``max_buffered_bytes``;
+    ``largest_message``: the largest footprint of one message fetched so far (0 before the
+    first), what backpressure assumes the next messages may weigh; ``skipped``: fetched
+    messages not dispatched because they were done before (a restart); ``fenced``:
+    completions discarded because their partition was given up meanwhile (a share group:
+    acknowledgements the broker refused); ``commits``: successful commits so far.
+    """
+
+    buffered: int = 0
+    buffered_bytes: int = 0
+    largest_message: int = 0
+    skipped: int = 0
+    fenced: int = 0
+    commits: int = 0
 
 
 class PartitionLoad(Protocol):
@@ -54,18 +78,8 @@ class Progress(Protocol):
     """
 
     @property
-    def buffered(self) -> int:
-        """Fetched messages not yet settled (bounded by the consumer's ``max_buffered``)."""
-
-    @property
-    def buffered_bytes(self) -> int:
-        """The footprint (values, keys, headers; see :mod:`laneway.offsets.footprint`) of
-        the buffered messages (bounded by the consumer's ``max_buffered_bytes``)."""
-
-    @property
-    def largest_message(self) -> int:
-        """The largest footprint of one message fetched so far (0 before the first): what
-        backpressure assumes the next messages may weigh."""
+    def counts(self) -> ProgressCounts:
+        """The running counts (buffered messages and bytes, skipped, fenced, commits)."""
 
     @property
     def partitions(self) -> Mapping[PartitionId, PartitionLoad]:
@@ -109,18 +123,6 @@ class Progress(Protocol):
         """Make the settled work of ``partitions`` durable; raises
         :class:`laneway.errors.SourceError` when the source refuses (nothing is lost:
         the next commit covers it again)."""
-
-    @property
-    def skipped(self) -> int:
-        """Fetched messages not dispatched because they were done before (a restart)."""
-
-    @property
-    def fenced(self) -> int:
-        """Completions discarded because their partition was given up meanwhile."""
-
-    @property
-    def commits(self) -> int:
-        """Successful commits so far."""
 
     def committed(self) -> dict[PartitionId, int]:
         """The last committed offset per partition (empty for sources without offsets)."""

@@ -9,13 +9,16 @@ has its state mutated from another thread.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from laneway.config import ConsumerConfig
 from laneway.offsets.progress import Progress
 from laneway.producing.producer import Producer
-from laneway.sources.capabilities import SourceCapabilities
+from laneway.producing.transactions import Transaction
 from laneway.types import CommitPosition, Message, PartitionId
+
+if TYPE_CHECKING:
+    from laneway.sources.capabilities import SourceCapabilities
 
 
 class RebalanceListener(Protocol):
@@ -64,7 +67,10 @@ class Source(Protocol):
 
     @property
     def capabilities(self) -> SourceCapabilities:
-        """What the source can do: orderings it keeps, whether it pauses, how it retries."""
+        """What the source can do: orderings it keeps, whether it pauses, how it retries,
+        whether it offers transactions or bounds a prefetch of its own (see
+        :class:`~laneway.sources.capabilities.SourceCapabilities`; read once, when a
+        ``Consumer`` is made)."""
 
     def pause(self, partitions: Iterable[PartitionId]) -> None:
         """Stop returning messages of ``partitions`` from ``poll`` (group membership stays;
@@ -97,3 +103,19 @@ class Source(Protocol):
     @property
     def name(self) -> str:
         """A short description for logs and stats, e.g. ``kafka:127.0.0.1:9092/billing``."""
+
+
+class TransactionalSource(Source, Protocol):
+    """A source whose capabilities declare ``transactions`` (Kafka, the embedded log)."""
+
+    def transaction(self) -> Transaction:
+        """A new transactional writer into the source's log, for one consumer run
+        (``exactly_once=True``)."""
+
+
+class PrefetchingSource(Source, Protocol):
+    """A source whose capabilities declare ``prefetches``: it fetches ahead on its own
+    (librdkafka's queue) and can bound that."""
+
+    def bound_prefetch(self, max_bytes: int) -> None:
+        """Keep at most about ``max_bytes`` of messages fetched ahead (called before open)."""

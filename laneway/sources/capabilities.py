@@ -1,9 +1,15 @@
-"""What a source can do: the checks and choices of a consumer that depend on its source.
+"""What a source can do, declared once and checked once, when a ``Consumer`` is made.
 
-A source states its :class:`SourceCapabilities`; the consumer never asks which class a
-source is. :func:`check_source` refuses, at construction, options the source cannot honour
-(an ordering it cannot keep), and :func:`engine_config` adapts the options engines run with
-(a source that retries by redelivery gets one attempt per delivery).
+A source states its :class:`SourceCapabilities` (its ``capabilities`` property); the
+consumer never asks which class a source is, nor probes it for methods later. Every
+source has the members of :class:`~laneway.sources.base.Source`; a source declaring
+``transactions`` also has ``transaction()``
+(:class:`~laneway.sources.base.TransactionalSource`) and one declaring ``prefetches``
+also has ``bound_prefetch()`` (:class:`~laneway.sources.base.PrefetchingSource`).
+:func:`check_source` verifies all of it and refuses options the source cannot honour (an
+ordering it cannot keep, ``exactly_once`` without transactions); :func:`engine_config`
+adapts the options engines run with (a source that retries by redelivery gets one attempt
+per delivery).
 """
 
 from __future__ import annotations
@@ -14,9 +20,7 @@ from dataclasses import dataclass
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError
 from laneway.options import Ordering
-
-SOURCE_METHODS = ("open", "poll", "progress", "pause", "resume", "close", "capabilities")
-"""What ``Consumer`` needs a source to have (see :class:`laneway.sources.base.Source`)."""
+from laneway.sources.base import PrefetchingSource, Source, TransactionalSource
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class SourceCapabilities:
     rather than by the engine in place; its Progress decides each retry.
     ``events_in_poll``: group events (rebalance callbacks) are served inside ``poll()``,
     so the control loop polls for them even when it wants no more messages.
+    ``transactions``: ``transaction()`` writes results and commits offsets in one
+    transaction (``exactly_once=True``). ``prefetches``: the source fetches ahead on its
+    own and takes a bound on that through ``bound_prefetch()`` before it is opened.
     """
 
     orderings: frozenset[Ordering] = frozenset(Ordering)
@@ -38,28 +45,54 @@ class SourceCapabilities:
     pauses: bool = True
     redelivers: bool = False
     events_in_poll: bool = True
+    transactions: bool = False
+    prefetches: bool = False
 
 
 PARTITIONED_LOG = SourceCapabilities()
-"""A consumer group or the embedded log: every ordering, pausable, retries in place."""
+"""A plain partitioned log: every ordering, pausable, retries in place, nothing more."""
+
+_REQUIRED = tuple(name for name in vars(Source) if not name.startswith("_"))
+_DECLARED = {
+    "transactions": tuple(n for n in vars(TransactionalSource) if not n.startswith("_")),
+    "prefetches": tuple(n for n in vars(PrefetchingSource) if not n.startswith("_")),
+}
 
 
 def check_source(source: object, config: ConsumerConfig) -> SourceCapabilities:
     """Raise ConfigError unless ``source`` is a source that can run with ``config``;
     return its capabilities."""
-    for method in SOURCE_METHODS:
-        if not hasattr(type(source), method):
+    for member in _REQUIRED:
+        if not hasattr(type(source), member):
             raise ConfigError(
                 f"source={source!r} is not valid; expected an EmbeddedLog.subscribe(...) "
-                f"source, a KafkaSource or a KafkaShareSource (missing {method})"
+                f"source, a KafkaSource or a KafkaShareSource (missing {member})"
             )
-    capabilities: SourceCapabilities = source.capabilities  # type: ignore[attr-defined]
+    capabilities = source.capabilities  # type: ignore[attr-defined]
+    if not isinstance(capabilities, SourceCapabilities):
+        raise ConfigError(
+            f"source={source!r} is not valid: its capabilities are {capabilities!r}, "
+            "not a SourceCapabilities"
+        )
+    for ability, members in _DECLARED.items():
+        missing = [m for m in members if not hasattr(type(source), m)]
+        if getattr(capabilities, ability) and missing:
+            raise ConfigError(
+                f"source={source!r} is not valid: it declares {ability} but has no "
+                f"{', '.join(missing)}()"
+            )
     ordering = config.ordering
     if ordering not in capabilities.orderings:
         allowed = ", ".join(repr(o.value) for o in Ordering if o in capabilities.orderings)
         raise ConfigError(
             f"ordering={ordering.value!r} is not valid with this source: "
             f"{capabilities.why_unordered}; use ordering={allowed}"
+        )
+    if config.exactly_once and not capabilities.transactions:
+        raise ConfigError(
+            f"exactly_once=True is not valid with source={source!r}: it cannot write results "
+            "and commit offsets in one transaction (KafkaSource and EmbeddedLog.subscribe() "
+            "sources can)"
         )
     return capabilities
 

@@ -285,13 +285,13 @@ class OffsetSourceContract(SourceContract):
         got = collect(member, len(placed))
         progress = recorder.progress
         runnable = progress.accept(sorted(got, key=lambda m: (m.partition, m.offset)))
-        assert len(runnable) == len(got) and progress.buffered == len(got)
+        assert len(runnable) == len(got) and progress.counts.buffered == len(got)
         stuck = (topic.name, 0, 1)
         progress.settle([m for m in runnable if (m.topic, m.partition, m.offset) != stuck], [])
         progress.commit(list(progress.partitions))
         committed = progress.committed()
         assert committed == {(topic.name, 0): 1, (topic.name, 1): ends[1]}
-        assert progress.commits == 1
+        assert progress.counts.commits == 1
         first.close()
         durable = topic.committed("owners")
         assert durable[0][0] == 1 and durable[0][1] != "" and durable[1] == (ends[1], "")
@@ -305,7 +305,7 @@ class OffsetSourceContract(SourceContract):
         assert sorted(m.offset for m in replayed) == list(range(1, ends[0]))
         rerun = again.progress.accept(sorted(replayed, key=lambda m: m.offset))
         assert [m.offset for m in rerun] == [1], "finished offsets beyond the commit are skipped"
-        assert again.progress.skipped == ends[0] - 2
+        assert again.progress.counts.skipped == ends[0] - 2
 
     def test_a_second_member_splits_the_partitions_and_revoke_commits_count(
         self, new_topic: Callable[[int], LogTopic], opened: list[Source]

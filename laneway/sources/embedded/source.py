@@ -12,10 +12,13 @@ from laneway.options import seconds, whole_number
 from laneway.producing.producer import Producer
 from laneway.producing.transactions import Transaction
 from laneway.sources.base import RebalanceListener
-from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.capabilities import SourceCapabilities
 from laneway.sources.embedded.coordinator import GroupCoordinator
 from laneway.sources.embedded.group import Member
 from laneway.types import CommitPosition, Message, PartitionId
+
+EMBEDDED_LOG = SourceCapabilities(transactions=True)
+"""What an embedded-log source can do: a partitioned log with atomic write-and-commit."""
 
 
 class EmbeddedSource:
@@ -71,8 +74,8 @@ class EmbeddedSource:
 
     @property
     def capabilities(self) -> SourceCapabilities:
-        """Every ordering, pausable partitions, retries in place."""
-        return PARTITIONED_LOG
+        """Every ordering, pausable partitions, retries in place, transactions."""
+        return EMBEDDED_LOG
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

@@ -12,7 +12,7 @@ from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError, SourceError
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener
-from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.capabilities import SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
 _METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
+
+KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True)
+"""What a Kafka consumer-group source can do."""
 
 
 class KafkaSource:
@@ -134,8 +137,9 @@ class KafkaSource:
 
     @property
     def capabilities(self) -> SourceCapabilities:
-        """Every ordering, pausable partitions, retries in place."""
-        return PARTITIONED_LOG
+        """Every ordering, pausable partitions, retries in place, transactions, and a
+        prefetch of its own (librdkafka's queue) bounded by :meth:`bound_prefetch`."""
+        return KAFKA_GROUP
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""

@@ -45,6 +45,7 @@ from operator import attrgetter
 from laneway.config import ConsumerConfig
 from laneway.metrics import NO_METRICS, Metric
 from laneway.offsets.footprint import footprint
+from laneway.offsets.progress import ProgressCounts
 from laneway.sources.share.acknowledgement import Acknowledgement, RecordAcknowledger
 from laneway.sources.share.crash_journal import CrashJournal, RecordId
 from laneway.types import CommitPosition, Failure, Message, PartitionId
@@ -91,9 +92,7 @@ class ShareProgress:
         self._detailed = config.metrics is not NO_METRICS
         self._journal = journal
         self._loads: dict[PartitionId, _Load] = {}
-        self._buffered = 0
-        self._buffered_bytes = 0
-        self._largest = 0
+        self._counts = ProgressCounts()
         self._in_engine = 0
         self._backoffs: list[tuple[float, int, Message]] = []
         self._sequence = itertools.count()
@@ -101,42 +100,21 @@ class ShareProgress:
         self._alone: Message | None = None
         self._doomed: list[Failure] = []  # given up unrun, not yet handed to the loop
         self._doomed_ids: set[RecordId] = set()  # given up unrun, not yet settled
-        self._commits = 0
-        self._refused = 0
         self._warned_for = -1.0  # acquired_at of the fetch the lock guard warned about
         self._refreshed = time.monotonic()
 
     # -- Progress: what the control loop reads ----------------------------------------
 
     @property
-    def buffered(self) -> int:
-        return self._buffered
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._buffered_bytes
-
-    @property
-    def largest_message(self) -> int:
-        return self._largest
+    def counts(self) -> ProgressCounts:
+        """``fenced`` counts acknowledgements the broker refused (the record lock had
+        expired); ``skipped`` stays 0 (a share group delivers nothing done before)."""
+        return self._counts
 
     @property
     def partitions(self) -> Mapping[PartitionId, _Load]:
         """Partitions with records held now (a share group owns none exclusively)."""
         return self._loads
-
-    @property
-    def skipped(self) -> int:
-        return 0
-
-    @property
-    def fenced(self) -> int:
-        """Acknowledgements the broker refused (the record lock had expired)."""
-        return self._refused
-
-    @property
-    def commits(self) -> int:
-        return self._commits
 
     def committed(self) -> dict[PartitionId, int]:
         return {}
@@ -155,14 +133,15 @@ class ShareProgress:
 
     def accept(self, messages: list[Message]) -> list[Message]:
         count = len(messages)
-        self._buffered += count
+        tally = self._counts
+        tally.buffered += count
         weight = footprint(messages)
-        self._buffered_bytes += weight.total
-        if weight.largest > self._largest:
-            self._largest = weight.largest
+        tally.buffered_bytes += weight.total
+        if weight.largest > tally.largest_message:
+            tally.largest_message = weight.largest
         self._count_in(messages, 1)
-        counts = list(map(_delivery_count, messages))
-        redelivered = count - counts.count(1)
+        deliveries = list(map(_delivery_count, messages))
+        redelivered = count - deliveries.count(1)
         if redelivered:
             self._redelivered(messages)
         journal = self._journal
@@ -252,12 +231,12 @@ class ShareProgress:
         """Send the acknowledgements made so far, and look after the record lock."""
         source = self._source
         if source.flush():
-            self._commits += 1
+            self._counts.commits += 1
         now = time.monotonic()
         self._guard_lock(now)
         refused = source.refused()
         if refused:
-            self._refused += sum(refused.values())
+            self._counts.fenced += sum(refused.values())
             for topic, count in refused.items():
                 self._metrics.increment(Metric.ACKNOWLEDGE_ERRORS, count, (topic,))
             log.warning(
@@ -307,15 +286,16 @@ class ShareProgress:
     def _let_go(self, messages: list[Message], kind: Acknowledgement) -> None:
         """Acknowledge ``messages``: no longer buffered, in flight or suspected."""
         self._source.acknowledge(messages, kind)
-        if len(messages) == self._buffered:
+        counts = self._counts
+        if len(messages) == counts.buffered:
             # Everything buffered is settled (the usual end of a fetch): nothing is left to
             # weigh or count, so skip the per-record passes, which would add to the time
             # the source waits before it may fetch again.
-            self._buffered = self._buffered_bytes = 0
+            counts.buffered = counts.buffered_bytes = 0
             self._loads.clear()
         else:
-            self._buffered -= len(messages)
-            self._buffered_bytes -= footprint(messages).total
+            counts.buffered -= len(messages)
+            counts.buffered_bytes -= footprint(messages).total
             self._count_in(messages, -1)
         journal = self._journal
         if journal is not None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from laneway.control.backpressure import Backpressure
 from laneway.control.fair_share import STARVE_HORIZON, FairShare
 from laneway.offsets.partition import OwnedPartition
+from laneway.offsets.progress import ProgressCounts
 from laneway.types import PartitionId
 
 MAX_BUFFERED = 800  # 4 partitions: a share of 200
@@ -175,12 +176,10 @@ class BufferedProgress:
 
     def __init__(self, partitions: dict[PartitionId, OwnedPartition]) -> None:
         self.partitions = partitions
-        self.buffered_bytes = 0
-        self.largest_message = 0
 
     @property
-    def buffered(self) -> int:
-        return sum(p.buffered for p in self.partitions.values())
+    def counts(self) -> ProgressCounts:
+        return ProgressCounts(buffered=sum(p.buffered for p in self.partitions.values()))
 
     def awaiting(self, now: float) -> int:
         return 0

@@ -15,6 +15,7 @@ from laneway.options import Ordering
 from laneway.service.member import consumer_options, open_source
 from laneway.service.settings import resolve
 from laneway.sources.capabilities import PARTITIONED_LOG, check_source, engine_config
+from laneway.sources.embedded.source import EMBEDDED_LOG
 from laneway.sources.share.source import SHARE_GROUP
 from laneway.types import Message
 
@@ -66,7 +67,7 @@ def test_other_sources_keep_every_ordering(tmp_path: Path) -> None:
     source = log.subscribe(["orders"], group="g")
     for ordering in Ordering:
         config = ConsumerConfig.from_options({"ordering": ordering})
-        assert check_source(source, config) is PARTITIONED_LOG
+        assert check_source(source, config) is EMBEDDED_LOG
     with pytest.raises(ConfigError, match="missing open"):
         check_source(object(), ConsumerConfig())
 

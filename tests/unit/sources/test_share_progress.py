@@ -22,6 +22,7 @@ from laneway.metrics import Metric
 from laneway.sources.share.acknowledgement import Acknowledgement
 from laneway.sources.share.crash_journal import CrashJournal
 from laneway.sources.share.progress import LOCK_MARGIN, ShareProgress
+from laneway.sources.share.source import SHARE_GROUP
 from laneway.types import Failure, Message, PartitionId
 
 
@@ -81,15 +82,15 @@ def test_finished_records_are_accepted_and_the_next_fetch_waits_for_the_last() -
     share = progress(group)
     batch = group.fetch(records(range(4)), now=0.0)
     assert share.accept(batch) == batch
-    assert share.buffered == 4 and share.awaiting(0.0) == 4
+    assert share.counts.buffered == 4 and share.awaiting(0.0) == 4
     assert dict(share.partitions)[("t", 0)].buffered == 4
     share.settle(batch[:3], [])
-    assert share.awaiting(0.0) == 1 and share.buffered == 1
+    assert share.awaiting(0.0) == 1 and share.counts.buffered == 1
     share.settle(batch[3:], [])
-    assert share.awaiting(0.0) == 0 and share.buffered == 0 and not share.partitions
+    assert share.awaiting(0.0) == 0 and share.counts.buffered == 0 and not share.partitions
     assert group.acks == [(o, Acknowledgement.ACCEPT) for o in range(4)]
     share.commit([])
-    assert group.flushed == 1 and share.commits == 1 and share.committed() == {}
+    assert group.flushed == 1 and share.counts.commits == 1 and share.committed() == {}
 
 
 def test_bytes_and_partition_loads_follow_partial_and_whole_settles() -> None:
@@ -97,19 +98,19 @@ def test_bytes_and_partition_loads_follow_partial_and_whole_settles() -> None:
     share = progress(group, max_retries=2, retry_backoff=60.0)
     batch = group.fetch(records(range(3)) + records(range(3, 5), partition=1), now=0.0)
     share.accept(batch)
-    assert share.buffered_bytes == 5
+    assert share.counts.buffered_bytes == 5
     share.settle(batch[:2], [])  # part of the fetch: weighed and counted per partition
-    assert share.buffered == 3 and share.buffered_bytes == 3
+    assert share.counts.buffered == 3 and share.counts.buffered_bytes == 3
     assert {pid: load.buffered for pid, load in share.partitions.items()} == {
         ("t", 0): 1,
         ("t", 1): 2,
     }
     assert share.failed([failure(batch[2])]) == []  # held for its backoff: still buffered
     share.settle(batch[3:], [])
-    assert share.buffered == 1 and share.buffered_bytes == 1
+    assert share.counts.buffered == 1 and share.counts.buffered_bytes == 1
     assert {pid: load.buffered for pid, load in share.partitions.items()} == {("t", 0): 1}
     share.awaiting(time.monotonic() + 61.0)  # the backoff is over: released, all settled
-    assert share.buffered == 0 and share.buffered_bytes == 0 and not share.partitions
+    assert share.counts.buffered == 0 and share.counts.buffered_bytes == 0 and not share.partitions
 
 
 def test_a_failure_is_released_after_its_backoff_while_deliveries_are_left() -> None:
@@ -122,10 +123,10 @@ def test_a_failure_is_released_after_its_backoff_while_deliveries_are_left() -> 
     before = time.monotonic()
     assert share.failed([failure(first)]) == [], "delivery 1 of 3 allowed: retried"
     after = time.monotonic()
-    assert share.buffered == 1 and share.awaiting(before) == 1, "held for its backoff"
+    assert share.counts.buffered == 1 and share.awaiting(before) == 1, "held for its backoff"
     assert (0, Acknowledgement.RELEASE) not in group.acks
     assert share.awaiting(after + 0.5 + 1e-6) == 0, "released once the backoff is over"
-    assert group.acks[-1] == (0, Acknowledgement.RELEASE) and share.buffered == 0
+    assert group.acks[-1] == (0, Acknowledgement.RELEASE) and share.counts.buffered == 0
     assert metrics.counters[(Metric.RETRIES, ("t",))] == 1
     assert metrics.counters[(Metric.ACKNOWLEDGEMENTS, ("t", "release"))] == 1
 
@@ -165,7 +166,7 @@ def test_records_an_engine_gives_back_are_released_at_once() -> None:
     share.accept(batch)
     share.unstarted(batch[1:])
     assert group.acks == [(1, Acknowledgement.RELEASE), (2, Acknowledgement.RELEASE)]
-    assert share.buffered == 1
+    assert share.counts.buffered == 1
 
 
 def test_redeliveries_are_counted_per_topic() -> None:
@@ -190,7 +191,7 @@ def test_the_lock_guard_warns_once_per_fetch(caplog: pytest.LogCaptureFixture) -
     assert metrics.gauges[(Metric.OLDEST_ACQUIRED, ())] >= 9.0
     group.refusals = {"t": 2}
     share.commit([])
-    assert share.fenced == 2 and metrics.counters[(Metric.ACKNOWLEDGE_ERRORS, ("t",))] == 2
+    assert share.counts.fenced == 2 and metrics.counters[(Metric.ACKNOWLEDGE_ERRORS, ("t",))] == 2
 
 
 def test_a_source_that_cannot_pause_is_not_polled_while_awaiting_or_full() -> None:
@@ -206,7 +207,11 @@ def test_a_source_that_cannot_pause_is_not_polled_while_awaiting_or_full() -> No
     group = FakeGroup()
     share = progress(group)
     backpressure = Backpressure(
-        NoPause(), max_buffered=100, poll_batch_size=50, max_buffered_bytes=1 << 30, pauses=False
+        NoPause(),
+        max_buffered=100,
+        poll_batch_size=50,
+        max_buffered_bytes=1 << 30,
+        capabilities=SHARE_GROUP,
     )
     assert backpressure.next_turn(share, 0.0).poll == 50
     batch = group.fetch(records(range(100)), now=0.0)
@@ -296,7 +301,7 @@ def test_suspects_run_alone_and_a_record_that_died_alone_is_given_up(tmp_path: P
     last = share.settle([batch[3]], [])
     assert [m.offset for m in last] == [4]
     assert share.settle(last, []) == []
-    assert share.buffered == 0 and share.awaiting(0.0) == 0
+    assert share.counts.buffered == 0 and share.awaiting(0.0) == 0
     kinds = Counter(kind for _, kind in group.acks)
     assert kinds == {Acknowledgement.ACCEPT: 8, Acknowledgement.REJECT: 1}
     journal.close()
