@@ -11,18 +11,8 @@ from pathlib import Path
 
 import click
 
-from laneway.bench.option_parsing import (
-    count_list,
-    instruments_for,
-    missing_extra,
-    name_list,
-    ordering_list,
-    pipelines_for,
-    topic_prefix_of,
-    topology_list,
-)
-from laneway.bench.pipelines import DEFAULT_BATCH_SIZE
-from laneway.bench.scenarios import (
+from laneway.bench.engines.pipelines import DEFAULT_BATCH_SIZE
+from laneway.bench.engines.scenarios import (
     ALL_SCENARIOS,
     DEFAULT_TOPIC_PREFIX,
     ENGINES,
@@ -35,8 +25,18 @@ from laneway.bench.scenarios import (
     SPIKE_REQUESTS,
     Overrides,
 )
+from laneway.bench.load.topologies import DEFAULT_TOPOLOGIES, Topology
+from laneway.bench.option_parsing import (
+    count_list,
+    instruments_for,
+    missing_extra,
+    name_list,
+    ordering_list,
+    pipelines_for,
+    topic_prefix_of,
+    topology_list,
+)
 from laneway.bench.tools import bus, byte_bound, compare
-from laneway.bench.topologies import DEFAULT_TOPOLOGIES, Topology
 from laneway.options import EventLoop, uvloop_installed
 
 
@@ -289,11 +289,11 @@ def bench(
         return
     loads = tuple(s for s in scenarios if s in LOAD_SCENARIOS)
     try:
+        from laneway.bench.engines.targets import BenchSetupError
         from laneway.bench.runner import BenchOptions, run_bench
-        from laneway.bench.targets import BenchSetupError
 
         if loads:
-            from laneway.bench.load_bench import LoadOptions
+            from laneway.bench.load.bench import LoadOptions
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
     if loads and partitions is not None and len(partitions) > 1:

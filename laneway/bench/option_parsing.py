@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import click
 
-from laneway.bench.pipelines import BATCH, EXACTLY_ONCE, RESULTS
-from laneway.bench.scenarios import ORDERINGS
-from laneway.bench.topologies import Topology, parse_topology
+from laneway.bench.engines.pipelines import BATCH, EXACTLY_ONCE, RESULTS
+from laneway.bench.engines.scenarios import ORDERINGS
+from laneway.bench.load.topologies import Topology, parse_topology
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
 POSTGRES_EXTRAS = ("asyncpg", "psycopg", "psycopg_pool")

@@ -12,23 +12,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from laneway.bench import ceilings, members
-from laneway.bench.ceilings import Ceiling
-from laneway.bench.echo import EchoServer
-from laneway.bench.harness import OK, Harness, Measurement
-from laneway.bench.instrumentation import cost_lines
-from laneway.bench.pipelines import DEFAULT_BATCH_SIZE
-from laneway.bench.report import print_report, recommendations
-from laneway.bench.results import (
-    Row,
-    attach_ceilings,
-    document,
-    is_valid,
-    measure_row,
-    merge_rows,
-    write_json,
-)
-from laneway.bench.scenarios import (
+from laneway.bench.engines import ceilings
+from laneway.bench.engines.ceilings import Ceiling
+from laneway.bench.engines.echo import EchoServer
+from laneway.bench.engines.harness import OK, Harness, Measurement
+from laneway.bench.engines.instrumentation import cost_lines
+from laneway.bench.engines.pipelines import DEFAULT_BATCH_SIZE
+from laneway.bench.engines.scenarios import (
     MEMBERS,
     SCENARIOS,
     SHARE_SCENARIO,
@@ -37,13 +27,24 @@ from laneway.bench.scenarios import (
     Variant,
     plan,
 )
-from laneway.bench.share import ShareBench, ShareBenchSettings
-from laneway.bench.targets import BenchSetupError, EmbeddedTarget, KafkaTarget, Target
+from laneway.bench.engines.targets import BenchSetupError, EmbeddedTarget, KafkaTarget, Target
+from laneway.bench.members import scenario as members
+from laneway.bench.reporting.rows import (
+    Row,
+    attach_ceilings,
+    document,
+    is_valid,
+    measure_row,
+    merge_rows,
+    write_json,
+)
+from laneway.bench.reporting.table import print_report, recommendations
+from laneway.bench.share.scenario import ShareBench, ShareBenchSettings
 from laneway.engines.event_loops import resolve
 from laneway.options import EventLoop
 
 if TYPE_CHECKING:
-    from laneway.bench.load_bench import LoadOptions
+    from laneway.bench.load.bench import LoadOptions
 
 WIDE = 240
 """Table width when stdout is not a terminal (files, pipes, tests): never squash columns."""
@@ -103,8 +104,8 @@ def run_bench(options: BenchOptions) -> bool:
     if MEMBERS in options.scenarios:
         members_report = _run_members(options, console, err)
     if options.load is not None:
-        from laneway.bench.load_bench import run_load_bench
-        from laneway.bench.load_report import print_load_report
+        from laneway.bench.load.bench import run_load_bench
+        from laneway.bench.load.report import print_load_report
 
         loaded = run_load_bench(options.load, lambda text: err.print(text, highlight=False))
         print_load_report(console, loaded, "laneway bench: reservations on Kafka and PostgreSQL")
@@ -271,7 +272,9 @@ def _write_outputs(
         write_json(options.json_path, doc)
         console.print(f"\nwrote {options.json_path}", highlight=False)
     if options.plot_dir is not None:
-        from laneway.bench.plots import write_plots  # matplotlib: imported only when asked
+        from laneway.bench.reporting.plots import (
+            write_plots,  # matplotlib: imported only when asked
+        )
 
         written = write_plots(rows, options.plot_dir)
         if members_report is not None:

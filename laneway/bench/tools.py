@@ -16,7 +16,7 @@ from laneway.bench.option_parsing import missing_extra, name_list
 def compare(a: Path, b: Path) -> None:
     """Print B's throughput relative to A's for every (scenario, variant, engine)."""
     try:
-        from laneway.bench.compare import print_comparison
+        from laneway.bench.reporting.compare import print_comparison
         from laneway.bench.runner import stdout_console
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
@@ -78,10 +78,10 @@ def bus(
 ) -> None:
     """The embedded log as an in-process bus: produce -> handler-start latency in
     microseconds at a steady rate, and how long producers block with when_full="block"
-    under a slow consumer (see laneway/bench/bus.py)."""
+    under a slow consumer (see laneway/bench/flow/bus.py)."""
     try:
-        from laneway.bench import bus as bus_bench
-        from laneway.bench.results import machine, write_json
+        from laneway.bench.flow import bus as bus_bench
+        from laneway.bench.reporting.rows import machine, write_json
         from laneway.bench.runner import stdout_console
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
@@ -125,10 +125,10 @@ def byte_bound(
 ) -> None:
     """Peak RSS of a consumer over a backlog far larger than memory (default 10 GB) with
     max_buffered_bytes, against the bound plus the process's constant (see
-    laneway/bench/byte_bound.py). Exits 1 when the peak exceeds it."""
+    laneway/bench/flow/byte_bound.py). Exits 1 when the peak exceeds it."""
     try:
-        from laneway.bench import byte_bound as bound_bench
-        from laneway.bench.results import machine, write_json
+        from laneway.bench.flow import byte_bound as bound_bench
+        from laneway.bench.reporting.rows import machine, write_json
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
     result = bound_bench.measure(

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from laneway.bench.analysis import check
 from laneway.bench.command import bench
-from laneway.bench.report import recommendations
+from laneway.bench.engines.analysis import check
+from laneway.bench.reporting.table import recommendations
 from laneway.cli import main
 
 SCENARIOS = ("trivial", "sleep", "io", "cpu", "scaling", "keys")
@@ -30,7 +30,7 @@ ROW_KEYS = {
     "status", "partitions", "keys", "ordering", "concurrency", "other_cpu", "ceiling_tps",
     "ceiling_how", "ratio_to_ceiling",
 }  # fmt: skip
-# Engines timed as bare work next to laneway, per scenario (see laneway.bench.ceilings).
+# Engines timed as bare work next to laneway, per scenario (see laneway.bench.engines.ceilings).
 CEILINGS = {
     "sleep": {"thread": "10 threads", "async": "10 coroutines"},
     "cpu": {"baseline": "1 process", "thread": "1 process", "async": "1 process"},

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 from kafka_helpers import read_records
 
-from laneway.bench.pipelines import output_topic
-from laneway.bench.targets import KafkaTarget, backlog
+from laneway.bench.engines.pipelines import output_topic
+from laneway.bench.engines.targets import KafkaTarget, backlog
 from laneway.cli import main
 
 
@@ -99,7 +99,7 @@ def test_unreachable_broker_is_a_clear_error() -> None:
 
 @pytest.mark.kafka
 def test_members_share_one_group_and_deliver_everything(kafka_bootstrap: str) -> None:
-    from laneway.bench import members
+    from laneway.bench.members import scenario as members
 
     lines: list[str] = []
     report = members.measure(

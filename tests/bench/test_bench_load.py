@@ -12,9 +12,9 @@ from click.testing import CliRunner, Result
 from opentelemetry import trace
 from opentelemetry.util._once import Once
 
-from laneway.bench.load_report import load_row, merge_load_rows, verdict
-from laneway.bench.load_run import Load, LoadOutcome
-from laneway.bench.topologies import DEFAULT_TOPOLOGIES, parse_topology
+from laneway.bench.load.report import load_row, merge_load_rows, verdict
+from laneway.bench.load.run import Load, LoadOutcome
+from laneway.bench.load.topologies import DEFAULT_TOPOLOGIES, parse_topology
 from laneway.cli import main
 from laneway.options import EngineKind
 

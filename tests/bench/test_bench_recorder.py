@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from laneway.bench.recorder import AsyncRecordedHandler, MemorySink, RecordedHandler
-from laneway.bench.workloads import AsyncSleep, Inline, NoWork, encode_value
+from laneway.bench.engines.recorder import AsyncRecordedHandler, MemorySink, RecordedHandler
+from laneway.bench.engines.workloads import AsyncSleep, Inline, NoWork, encode_value
 from laneway.types import Message
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from laneway.bench.instrumentation import cost_lines, paired_ratios
+from laneway.bench.engines.instrumentation import cost_lines, paired_ratios
 
 
 def row(engine: str, runs: list[float], tps: float | None = None) -> dict[str, Any]:

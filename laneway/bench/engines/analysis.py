@@ -24,7 +24,7 @@ from itertools import pairwise
 
 from hdrh.histogram import HdrHistogram
 
-from laneway.bench.recorder import Record
+from laneway.bench.engines.recorder import Record
 
 PASS, FAIL, NOT_APPLICABLE = "PASS", "FAIL", "n/a"
 CDF_PERCENTILES = (0.0, 1.0, *(2.5 * i for i in range(1, 40)), 99.0, 99.5, 99.9, 100.0)

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 
-from laneway.bench.scenarios import Scenario, Variant
-from laneway.bench.workloads import (
+from laneway.bench.engines.scenarios import Scenario, Variant
+from laneway.bench.engines.workloads import (
     AsyncWork,
     SyncWork,
     WorkSpec,

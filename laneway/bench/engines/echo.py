@@ -1,6 +1,6 @@
 """The loopback echo server behind the ``io`` scenario: a remote service with a set latency.
 
-It runs in its own process (``python -m laneway.bench.echo``), so its work does not share
+It runs in its own process (``python -m laneway.bench.engines.echo``), so its work does not share
 the GIL with the consumer being measured. It listens on ``127.0.0.1`` on a free port, prints
 the port on one line, and answers every request line ``<sequence> <delay µs>`` by echoing it
 back after that delay (one timer per request, any number of connections and requests in
@@ -69,7 +69,7 @@ class EchoServer:
 
     def __enter__(self) -> EchoServer:
         process = subprocess.Popen(
-            [sys.executable, "-m", "laneway.bench.echo"],
+            [sys.executable, "-m", "laneway.bench.engines.echo"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )

@@ -27,8 +27,8 @@ from pyinstrument.renderers import ConsoleRenderer
 from rich.progress import Progress, TaskID
 
 import laneway
-from laneway.bench.instrumentation import instrument
-from laneway.bench.pipelines import (
+from laneway.bench.engines.instrumentation import instrument
+from laneway.bench.engines.pipelines import (
     BATCH,
     BULK_WORK,
     DEFAULT_BATCH_SIZE,
@@ -42,8 +42,8 @@ from laneway.bench.pipelines import (
     consumer_options,
     output_topic,
 )
-from laneway.bench.raw import RawLoop
-from laneway.bench.recorder import (
+from laneway.bench.engines.raw import RawLoop
+from laneway.bench.engines.recorder import (
     AsyncRecordedHandler,
     FileSink,
     MemorySink,
@@ -51,9 +51,9 @@ from laneway.bench.recorder import (
     RecordedHandler,
     load_records,
 )
-from laneway.bench.scenarios import LANEWAY_ENGINE, RunSpec
-from laneway.bench.targets import Prepared, Target
-from laneway.bench.workloads import (
+from laneway.bench.engines.scenarios import LANEWAY_ENGINE, RunSpec
+from laneway.bench.engines.targets import Prepared, Target
+from laneway.bench.engines.workloads import (
     AsyncEchoRoundTrip,
     EchoRoundTrip,
     WorkSpec,

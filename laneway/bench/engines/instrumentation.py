@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from laneway.bench.pipelines import RESULTS
+from laneway.bench.engines.pipelines import RESULTS
 from laneway.metrics import NO_METRICS, Metrics
 
 INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
@@ -25,7 +25,7 @@ INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
 
 def instrumented(engine: str, instruments: Sequence[str]) -> list[str]:
     """The instruments ``engine`` gets a twin row for: the raw loop only ``results``
-    (the client's own cost of writing a result, see :mod:`laneway.bench.raw`)."""
+    (the client's own cost of writing a result, see :mod:`laneway.bench.engines.raw`)."""
     if engine == "raw":
         return [i for i in instruments if i == RESULTS]
     return [i for i in instruments if not (i == "tracing" and engine == "process")]
@@ -83,7 +83,7 @@ def _sdk_tracing() -> Iterator[None]:
 def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per variant and engine: each twin's throughput relative to the plain row of the same
     run (instrumented twins here, and the batch and results twins of
-    :mod:`laneway.bench.pipelines`).
+    :mod:`laneway.bench.engines.pipelines`).
 
     With ``--repeat``, a twin runs right after its plain row in every repetition, so the
     ratio is taken per repetition and the median of those is reported, with each one: the

@@ -2,7 +2,7 @@
 consume -> transform -> produce pipelines.
 
 Each laneway engine row gets twins, run right after it on the same workload, so their
-throughput ratio is measured side by side (see :mod:`laneway.bench.instrumentation`):
+throughput ratio is measured side by side (see :mod:`laneway.bench.engines.instrumentation`):
 
 * ``<engine>+batch``: the handler is a batch handler (``batch_size=N``). Waiting work
   (``sleep``, ``io``, ``random``) is done once per batch, as a bulk call would be (one
@@ -15,7 +15,7 @@ throughput ratio is measured side by side (see :mod:`laneway.bench.instrumentati
 
 The plain row is the consume-only baseline of those ratios: the same recording handler,
 nothing written. With ``--results`` the raw loop gets a ``raw+results`` twin too: the bare
-client reading and writing every message, no laneway (see :mod:`laneway.bench.raw`), so
+client reading and writing every message, no laneway (see :mod:`laneway.bench.engines.raw`), so
 the table shows what a result costs the client itself next to what it costs laneway.
 """
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from laneway.bench.recorder import AsyncRecordedHandler, RecordedHandler, Sink
-from laneway.bench.workloads import AsyncWork, Inline, SyncWork
+from laneway.bench.engines.recorder import AsyncRecordedHandler, RecordedHandler, Sink
+from laneway.bench.engines.workloads import AsyncWork, Inline, SyncWork
 from laneway.results import Produce
 from laneway.types import Message
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from laneway.bench.recorder import Record
-from laneway.bench.workloads import sequence_of
+from laneway.bench.engines.recorder import Record
+from laneway.bench.engines.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
 from laneway.sources.embedded.log import EmbeddedLog
 from laneway.sources.kafka.client_logs import describe_error

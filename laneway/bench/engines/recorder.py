@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from laneway.bench.workloads import AsyncWork, Inline, SyncWork, sequence_of
+from laneway.bench.engines.workloads import AsyncWork, Inline, SyncWork, sequence_of
 from laneway.types import Message
 
 Record = tuple[int, bytes | None, int, int, int, int, int]
@@ -128,7 +128,7 @@ class RecordedHandler:
 class AsyncRecordedHandler:
     """The ``async def`` twin of :class:`RecordedHandler`, for the async engine.
 
-    Sync work (:class:`~laneway.bench.workloads.Inline`: none, cpu) is called directly
+    Sync work (:class:`~laneway.bench.engines.workloads.Inline`: none, cpu) is called directly
     rather than through a coroutine of its own, so the recorder adds one coroutine per
     message, as the user's own ``async def`` handler would, not two.
     """

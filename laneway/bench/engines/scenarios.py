@@ -21,7 +21,7 @@ Work per message, decided once for all engines so rows compare like with like:
   ``ordering="partition"`` so parallelism is bounded by the partition count.
 * ``members``: ``work_ms`` of busy CPU per message over 8 partitions, consumed by 1/2/4/8
   members of one group (processes, on Kafka) and by 1/2/4/8 process-engine workers; see
-  :mod:`laneway.bench.members` (it has its own table, not engine rows).
+  :mod:`laneway.bench.members.scenario` (it has its own table, not engine rows).
 * ``keys``: one partition, a wait drawn uniformly from ``[0, work_ms]`` per message
   (deterministic per sequence number, so every engine gets the same work; ``time.sleep`` /
   ``asyncio.sleep``), for every key count x ordering mode.
@@ -34,7 +34,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from laneway.bench.instrumentation import instrumented
+from laneway.bench.engines.instrumentation import instrumented
 from laneway.options import EngineKind, Ordering, names
 
 LANEWAY_ENGINE = {
@@ -125,11 +125,11 @@ SCENARIOS: Mapping[str, Scenario] = {
     )
 }  # fmt: skip
 MEMBERS = "members"
-"""The scenario run by :mod:`laneway.bench.members` (members and workers, not engines)."""
+"""The scenario run by :mod:`laneway.bench.members.scenario` (members and workers, not engines)."""
 
 
 SHARE_SCENARIO = "share"
-"""The share-group scenario (Kafka only; :mod:`laneway.bench.share`): members of a share
+"""The share-group scenario (Kafka only; :mod:`laneway.bench.share.scenario`): members of a share
 group against a classic consumer group, and the share source against a bare loop. It is
 not expanded into engine runs, and runs only when named in ``--scenarios``."""
 
@@ -139,7 +139,7 @@ LOAD_SCENARIOS: Mapping[str, str] = {
     "paced": "a fixed produce rate while consuming, optionally with the database slowed: "
     "latency percentiles under steady load per topology",
 }
-"""Open-loop scenarios on Kafka and PostgreSQL (:mod:`laneway.bench.load_bench`): run by
+"""Open-loop scenarios on Kafka and PostgreSQL (:mod:`laneway.bench.load.bench`): run by
 topology (``--topologies``), not by engine, and only when asked for by name."""
 
 ALL_SCENARIOS = (*SCENARIOS, SHARE_SCENARIO, *LOAD_SCENARIOS)
@@ -243,12 +243,12 @@ def plan(
     instruments: Sequence[str] = (),
 ) -> list[RunSpec]:
     """The runs in execution order: per scenario, per variant, per repetition, per engine
-    (each followed by its instrumented twins, see :mod:`laneway.bench.instrumentation`)."""
+    (each followed by its instrumented twins, see :mod:`laneway.bench.engines.instrumentation`)."""
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
         if name in (MEMBERS, SHARE_SCENARIO):
-            continue  # laneway.bench.members and laneway.bench.share run these
+            continue  # laneway.bench.members.scenario and laneway.bench.share.scenario run these
         scenario = overrides.apply(SCENARIOS[name])
         for variant in variants(scenario):
             for rep in range(1, repeat + 1):

@@ -22,9 +22,9 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from laneway.bench.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
-from laneway.bench.scenarios import DEFAULT_TOPIC_PREFIX
-from laneway.bench.workloads import encode_value
+from laneway.bench.engines.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
+from laneway.bench.engines.scenarios import DEFAULT_TOPIC_PREFIX
+from laneway.bench.engines.workloads import encode_value
 from laneway.sources.base import Source
 from laneway.sources.embedded.log import EmbeddedLog
 from laneway.sources.kafka.source import KafkaSource

@@ -1,4 +1,4 @@
-"""The work each benchmark handler does per message (see :mod:`laneway.bench.scenarios`).
+"""The work each benchmark handler does per message (see :mod:`laneway.bench.engines.scenarios`).
 
 Every piece of work is a small picklable object defined at module level, so the process
 engine's workers can import it by name. Sync objects are called ``work(message)``; async ones

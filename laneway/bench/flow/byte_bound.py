@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from multiprocessing.queues import Queue
 from typing import Any
 
-from laneway.bench.targets import KafkaTarget, unique_name
+from laneway.bench.engines.targets import KafkaTarget, unique_name
 from laneway.consumer import Consumer
 from laneway.control.backpressure import PREFETCH_SHARE
 from laneway.sources.kafka.client_config import PREFETCH_DEFAULTS, prefetch_settings

@@ -4,9 +4,9 @@ through several consumer topologies, compared in one run on the same data and da
 ``spike`` produces ``--messages`` requests (default 1,000) at once while the consumers run
 (seed 004); ``paced`` produces ``--rate`` requests a second for ``--duration`` seconds, with
 ``--slow-db MS`` holding every reservation that long behind one lock during its middle third.
-Each topology (:mod:`~laneway.bench.topologies`) runs each load in turn, ``--repeat`` times
+Each topology (:mod:`~laneway.bench.load.topologies`) runs each load in turn, ``--repeat`` times
 (interleaved, so drift on a shared machine spreads over all of them); see
-:mod:`~laneway.bench.load_run` for one run and :mod:`~laneway.bench.load_report` for the rows.
+:mod:`~laneway.bench.load.run` for one run and :mod:`~laneway.bench.load.report` for the rows.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from laneway.bench.load_report import load_row, merge_load_rows, variant_of
-from laneway.bench.load_run import OK, Load, LoadOutcome, LoadSettings, run_load
-from laneway.bench.results import Row
-from laneway.bench.scenarios import (
+from laneway.bench.engines.scenarios import (
     LOAD_PARTITIONS,
     LOAD_POOL,
     PACED_DURATION,
     PACED_RATE,
     SPIKE_REQUESTS,
 )
-from laneway.bench.services import Services
+from laneway.bench.load.report import load_row, merge_load_rows, variant_of
+from laneway.bench.load.run import OK, Load, LoadOutcome, LoadSettings, run_load
+from laneway.bench.load.services import Services
+from laneway.bench.load.topologies import Topology
+from laneway.bench.reporting.rows import Row
 from laneway.bench.tickets.requests import SpanFactory
-from laneway.bench.topologies import Topology
 
 
 @dataclass(frozen=True)
@@ -92,14 +92,14 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
 def _tracing(trace_dir: Path | None) -> SpanFactory | None:
     if trace_dir is None:
         return None
-    from laneway.bench import trace_files
+    from laneway.bench.tickets import trace_files
 
     trace_files.write_spans_to(trace_dir, "producer")
     return trace_files.send_span
 
 
 def _slowest_trace(trace_dir: Path, outcome: LoadOutcome) -> list[str]:
-    from laneway.bench import trace_files
+    from laneway.bench.tickets import trace_files
 
     if outcome.slowest is None or outcome.trace_dir is None:
         return []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from laneway.bench.topologies import Topology
+from laneway.bench.load.topologies import Topology
 
 GROUP_SETTINGS = "[kafka]\nsession.timeout.ms = 6000\nheartbeat.interval.ms = 300\n"
 """Short group timeouts, so members that join late settle within a second or two."""

@@ -25,9 +25,9 @@ from hdrh.histogram import HdrHistogram
 from rich.console import Console
 from rich.table import Table
 
-from laneway.bench.analysis import CDF_PERCENTILES, FAIL, NOT_APPLICABLE, PASS
-from laneway.bench.load_run import OK, Load, LoadOutcome
-from laneway.bench.results import Row, is_valid
+from laneway.bench.engines.analysis import CDF_PERCENTILES, FAIL, NOT_APPLICABLE, PASS
+from laneway.bench.load.run import OK, Load, LoadOutcome
+from laneway.bench.reporting.rows import Row, is_valid
 
 _HIGHEST_US = 3_600_000_000
 

@@ -27,10 +27,10 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from laneway.bench.consumer_processes import ConsumerProcesses
+from laneway.bench.load.consumer_processes import ConsumerProcesses
+from laneway.bench.load.topologies import Topology
 from laneway.bench.tickets import database
 from laneway.bench.tickets.requests import Request, RequestProducer, SpanFactory, requests
-from laneway.bench.topologies import Topology
 from laneway.kafka import create_topic
 
 OK, TIMEOUT, ERROR = "OK", "TIMEOUT", "ERROR"

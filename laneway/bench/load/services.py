@@ -4,7 +4,7 @@ An address given on the command line is used as it is. Without one, in a laneway
 the server ``scripts/kafka`` or ``scripts/postgres`` runs for the checkout is used when it
 answers, else started, and stopped again when the benchmark ends (as
 ``scripts/with-services`` does for the tests). Outside a checkout a missing address is a
-:class:`~laneway.bench.targets.BenchSetupError` naming the option.
+:class:`~laneway.bench.engines.targets.BenchSetupError` naming the option.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 import laneway
-from laneway.bench.targets import BenchSetupError
+from laneway.bench.engines.targets import BenchSetupError
 
 CHECKOUT = Path(laneway.__file__).resolve().parent.parent
 """Where a source checkout keeps ``scripts/`` (when laneway runs from one)."""

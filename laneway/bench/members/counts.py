@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
-from laneway.bench.workloads import CpuSpin
+from laneway.bench.engines.workloads import CpuSpin
 from laneway.types import Message
 
 

@@ -36,9 +36,9 @@ from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
-from laneway.bench.ceilings import processes
-from laneway.bench.member_counts import Configuration, CountingBusy, collect
-from laneway.bench.workloads import CpuSpin, encode_value
+from laneway.bench.engines.ceilings import processes
+from laneway.bench.engines.workloads import CpuSpin, encode_value
+from laneway.bench.members.counts import Configuration, CountingBusy, collect
 from laneway.consumer import Consumer
 from laneway.sources.embedded.log import EmbeddedLog
 
@@ -188,7 +188,7 @@ def member_main(
 def _members(
     bootstrap: str, prefix: str, count: int, messages: int, seconds: float
 ) -> Configuration:
-    from laneway.bench.targets import KafkaTarget, unique_name
+    from laneway.bench.engines.targets import KafkaTarget, unique_name
 
     target = KafkaTarget(bootstrap, prefix)
     topic = unique_name(prefix, "members")
@@ -315,7 +315,7 @@ def plot(report: MembersReport, directory: Path) -> Path:
     loop's 2-process gain (on 2 cores the curve flattens there: no cores are left)."""
     from matplotlib.figure import Figure
 
-    from laneway.bench.plots import DPI, save, scaling_axes  # matplotlib: only when asked
+    from laneway.bench.reporting.plots import DPI, save, scaling_axes  # matplotlib: only when asked
 
     figure = Figure(figsize=(7.5, 4.8), dpi=DPI)
     ax = figure.add_subplot()

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from laneway.bench.results import read_json
+from laneway.bench.reporting.rows import read_json
 
 Key = tuple[str, str, str]
 

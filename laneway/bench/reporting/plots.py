@@ -19,8 +19,8 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from laneway.bench.results import Row
-from laneway.bench.scenarios import ENGINES
+from laneway.bench.engines.scenarios import ENGINES
+from laneway.bench.reporting.rows import Row
 
 COLORS = {
     "raw": "#7f7f7f",

@@ -26,7 +26,7 @@ JSON schema (``schema`` = 1), one top-level object:
     ``ratio_to_raw``     ``tps`` / raw ``tps`` of the same variant (``null``: no raw row)
     ``ratio_to_baseline`` ``tps`` / baseline ``tps`` of the same variant (or ``null``)
     ``messages``         messages produced; ``handled``, ``distinct``, ``lost``,
-                         ``duplicates`` as in :mod:`laneway.bench.analysis`
+                         ``duplicates`` as in :mod:`laneway.bench.engines.analysis`
     ``ordering_check``   ``PASS``, ``FAIL`` or ``n/a``; ``ordering_violation`` the first
                          violation found (or ``null``)
     ``latency_ms``       ``avg``, ``p50``, ``p95``, ``p99``, ``max`` (produce -> done)
@@ -35,7 +35,7 @@ JSON schema (``schema`` = 1), one top-level object:
     ``startup_s``        ``run()`` call -> first handler start (not in ``runtime_s``)
     ``wall_s``           the whole ``run()`` call; ``produce_s`` producing the backlog
     ``ceiling_tps``      msg/s of the bare work run the way this engine runs it, without
-                         laneway, in the same run (see :mod:`laneway.bench.ceilings`;
+                         laneway, in the same run (see :mod:`laneway.bench.engines.ceilings`;
                          ``null`` for scenarios not bound by their work or with
                          ``--no-ceilings``); ``ceiling_how`` says how (``"2 processes"``)
     ``ratio_to_ceiling`` ``tps`` / ``ceiling_tps`` (or ``null``)
@@ -64,9 +64,9 @@ import confluent_kafka
 import psutil
 
 import laneway
-from laneway.bench.analysis import FAIL, check, latency
-from laneway.bench.ceilings import Limits
-from laneway.bench.harness import ERROR, OK, TIMEOUT, Measurement
+from laneway.bench.engines.analysis import FAIL, check, latency
+from laneway.bench.engines.ceilings import Limits
+from laneway.bench.engines.harness import ERROR, OK, TIMEOUT, Measurement
 
 Row = dict[str, Any]
 SCHEMA = 1

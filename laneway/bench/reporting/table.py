@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from laneway.bench.ceilings import Limits
-from laneway.bench.results import Row, is_valid
-from laneway.bench.scenarios import describe_work
+from laneway.bench.engines.ceilings import Limits
+from laneway.bench.engines.scenarios import describe_work
+from laneway.bench.reporting.rows import Row, is_valid
 
 DISTURBED = 0.2
 """Share of the machine's CPU used by other processes above which a run is flagged."""

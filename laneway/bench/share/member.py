@@ -1,6 +1,6 @@
 """One member process of the ``share`` bench scenario.
 
-``python -m laneway.bench.share_member '<json>'`` runs a sync-engine :class:`Consumer` on a
+``python -m laneway.bench.share.member '<json>'`` runs a sync-engine :class:`Consumer` on a
 share group (:class:`~laneway.sources.share.source.KafkaShareSource`) or a classic consumer
 group (:class:`~laneway.sources.kafka.source.KafkaSource`) whose handler sleeps ``work_ms`` per
 record. It prints ``ready`` once built, adds one to its slot of the shared ``counter`` file

@@ -13,7 +13,7 @@ Two measurements on a Kafka >= 4.2 broker with ``share.version=1``:
   (``max.poll.records``). Runtime: produce start -> last record handled (wall clock).
 * **trivial**: ``trivial_messages`` records with no work, read by a bare
   ``ShareConsumer`` loop and by a sync-engine :class:`~laneway.consumer.Consumer` on a
-  share source (:mod:`laneway.bench.share_trivial`), both fetching ``trivial_fetch``
+  share source (:mod:`laneway.bench.share.trivial`), both fetching ``trivial_fetch``
   records at a time, one after the other on the same topic (a fresh group each time),
   ``trivial_rounds`` times with the order swapped every round; the best round of each
   counts, and every round's msg/s is printed.
@@ -42,8 +42,8 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from laneway.bench.share_trivial import TrivialLoops, TrivialRow, best, fast_heartbeat
-from laneway.bench.targets import BenchSetupError, KafkaTarget, unique_name
+from laneway.bench.engines.targets import BenchSetupError, KafkaTarget, unique_name
+from laneway.bench.share.trivial import TrivialLoops, TrivialRow, best, fast_heartbeat
 
 PARTITIONS = 8
 MEMBER_COUNTS = (1, 4, 12)
@@ -157,7 +157,7 @@ class ShareBench:
             "index": index,
         }
         return subprocess.Popen(
-            [sys.executable, "-m", "laneway.bench.share_member", json.dumps(settings)],
+            [sys.executable, "-m", "laneway.bench.share.member", json.dumps(settings)],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from laneway.bench.targets import KafkaTarget, unique_name
+from laneway.bench.engines.targets import KafkaTarget, unique_name
 from laneway.consumer import Consumer
 from laneway.sources.share.source import KafkaShareSource
 

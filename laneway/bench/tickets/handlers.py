@@ -14,7 +14,7 @@ one transaction, idempotent under redelivery. "Sold out" and "seat taken" are ou
 returned, not raised; a database error raises, so laneway retries it.
 
 With an OpenTelemetry SDK configured (``TICKETING_TRACE_DIR`` configures one that writes
-spans to that directory, see :mod:`laneway.bench.trace_files`), each call is an ``acquire
+spans to that directory, see :mod:`laneway.bench.tickets.trace_files`), each call is an ``acquire
 connection`` span (the wait for the pool) and a ``SELECT reserve`` client span, inside
 laneway's ``process <topic>`` span.
 """
@@ -163,7 +163,7 @@ def _trace_to_files() -> None:
     set: at import, so laneway sees the SDK when the consumer starts."""
     directory = os.environ.get(TRACE_DIR)
     if directory:
-        from laneway.bench.trace_files import write_spans_to
+        from laneway.bench.tickets.trace_files import write_spans_to
 
         write_spans_to(directory, "consumer")
 

@@ -87,7 +87,7 @@ def _no_span(topic: str, request_id: str) -> AbstractContextManager[Any]:
 class RequestProducer:
     """Writes requests to one Kafka topic, keyed by user, each with a ``traceparent``.
 
-    With ``send_span`` (see :mod:`laneway.bench.trace_files`) every record is produced
+    With ``send_span`` (see :mod:`laneway.bench.tickets.trace_files`) every record is produced
     inside a PRODUCER span whose context the header carries, so the trace starts at the
     producer; otherwise each record gets a fresh random trace context. Delivery is checked
     at :meth:`flush`: a record the broker refused raises there.
