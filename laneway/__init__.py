@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     )
     from laneway.health import Health
     from laneway.metrics import Metrics
-    from laneway.options import EngineKind, EventLoop, Ordering, StallAction, TracingMode, WhenFull
+    from laneway.options import (
+        ConcurrencyLimit,
+        EngineKind,
+        EventLoop,
+        Ordering,
+        StallAction,
+        TracingMode,
+        WhenFull,
+    )
     from laneway.results import Outcome, Outcomes, Produce
     from laneway.sources.embedded.log import EmbeddedLog, EmbeddedLogStats
     from laneway.sources.kafka.source import KafkaSource
@@ -45,6 +53,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "AsyncHandler": "laneway.types",
+    "ConcurrencyLimit": "laneway.options",
     "ConfigError": "laneway.errors",
     "Consumer": "laneway.consumer",
     "ConsumerConfig": "laneway.config",
@@ -80,6 +89,7 @@ _EXPORTS = {
 
 __all__ = [
     "AsyncHandler",
+    "ConcurrencyLimit",
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
