@@ -1,0 +1,124 @@
+"""What ``laneway dlq`` prints: the list's counts, a record, a replay's report.
+
+Keys, values and the values of a record's own headers are record contents: printed only
+when asked (``show --values``). laneway's own headers (error type and message, attempts,
+origin, replay count) are printed; tracebacks only with ``show --traceback``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from laneway.ops.dlq.records import ERROR_PREFIX, DeadLetter, short
+from laneway.ops.dlq.replay import ReplayReport
+from laneway.ops.dlq.selection import Selection, format_time
+from laneway.ops.tables import render
+
+TRACEBACK = ERROR_PREFIX + "traceback"
+
+
+def list_summary(letters: Iterable[DeadLetter]) -> dict[str, Any]:
+    """``records``, ``first`` / ``last`` (ISO times) and ``groups``: the count, first and
+    last time per original topic, error type and (shortened) error message, most first."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    first = last = None
+    total = 0
+    for letter in letters:
+        total += 1
+        stamp = letter.message.timestamp
+        first = stamp if first is None else min(first, stamp)
+        last = stamp if last is None else max(last, stamp)
+        key = (
+            short(letter.original_topic or "(unknown)", 60),
+            short(letter.error_type, 80),
+            short(letter.error_message),
+        )
+        found = groups.setdefault(key, [0, stamp, stamp])
+        found[0] += 1
+        found[1], found[2] = min(found[1], stamp), max(found[2], stamp)
+    ordered = sorted(groups.items(), key=lambda item: (-item[1][0], item[0]))
+    return {
+        "records": total,
+        "first": None if first is None else format_time(first),
+        "last": None if last is None else format_time(last),
+        "groups": [
+            {
+                "original_topic": topic,
+                "error_type": kind,
+                "error_message": message,
+                "count": count,
+                "first": format_time(start),
+                "last": format_time(end),
+            }
+            for (topic, kind, message), (count, start, end) in ordered
+        ],
+    }
+
+
+def list_lines(topic: str, where: str, selection: Selection, summary: dict[str, Any]) -> list[str]:
+    """``laneway dlq list`` for a human."""
+    head = f"{topic} on {where} ({selection.describe()}): {summary['records']} dead letters"
+    if not summary["records"]:
+        return [head]
+    rows = [
+        [g["count"], g["original_topic"], g["error_type"], g["error_message"], g["last"]]
+        for g in summary["groups"]
+    ]
+    table = render(("count", "original topic", "error type", "error message", "last"), rows)
+    return [f"{head}, {summary['first']} .. {summary['last']}", "", table]
+
+
+def _size(data: bytes | None) -> str:
+    return "null" if data is None else f"{len(data)} bytes"
+
+
+def letter_lines(letter: DeadLetter, values: bool, tracebacks: bool) -> list[str]:
+    """One dead letter for ``laneway dlq show``."""
+    m, h = letter.message, letter.headers
+    lines = [
+        f"{m.topic}[{m.partition}] offset {m.offset}, dead-lettered {format_time(m.timestamp)}"
+    ]
+    if values:
+        lines.append(f"  key: {m.key!r}")
+        lines.append(f"  value: {m.value!r}")
+    else:
+        lines.append(f"  key: {_size(m.key)}, value: {_size(m.value)} (--values shows them)")
+    for name, text in h.items():
+        if name == TRACEBACK:
+            shown = text if tracebacks else f"{len(text)} characters (--traceback shows it)"
+            lines.append(f"  {name}: {shown}")
+        else:
+            lines.append(f"  {name}: {short(text, 500)}")
+    own = [(name, value) for name, value in m.headers if not name.startswith("laneway.")]
+    if own and values:
+        lines += [f"  {name}: {value!r}" for name, value in own]
+    elif own:
+        lines.append(f"  other headers: {', '.join(name for name, _ in own)} (--values shows them)")
+    return lines
+
+
+def replay_lines(
+    report: ReplayReport, where: str, selection: Selection, max_replays: int
+) -> list[str]:
+    """A replay's report for a human."""
+    verb = "would replay" if report.dry_run else "replayed"
+    targets = ", ".join(f"{topic}: {count}" for topic, count in sorted(report.targets.items()))
+    lines = [
+        f"replay of {report.topic} on {where}, group {report.group}",
+        f"selection: {selection.describe()}",
+        f"read {report.read}, selected {report.selected}, {verb} {report.replayed}"
+        + (f" ({targets})" if targets else ""),
+    ]
+    left = sum(report.unusable.values())
+    if report.at_limit or left:
+        lines.append(
+            f"left in {report.topic}: {report.at_limit} at --max-replays {max_replays}, "
+            f"{left} with unusable headers or targets"
+        )
+        lines += [f"  {count:>6}  {why}" for why, count in report.unusable.most_common()]
+    if report.dry_run:
+        lines.append("dry run: nothing written, nothing committed")
+    elif not report.complete:
+        lines.append("stopped before the end: run the same command again to resume")
+    return lines

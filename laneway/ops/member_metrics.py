@@ -1,0 +1,104 @@
+"""What ``laneway top`` reads from the members' Prometheus ``/metrics`` endpoints.
+
+Only laneway's own metrics (:mod:`laneway.metrics`) are read, from the text format's
+sample lines. Message keys are never metric labels, so the members cannot say which key
+is hot; the nearest they tell is the partition whose oldest message has been in its
+handler longest (``laneway_oldest_unfinished_seconds``), where a slow or stuck key holds
+the commit point.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from laneway.errors import ConfigError
+from laneway.metrics import Metric
+from laneway.types import PartitionId
+
+SCRAPE_TIMEOUT = 2.0
+"""Seconds to wait for one member's ``/metrics``."""
+MAX_BYTES = 8 * 1024 * 1024
+"""The most of one answer read (a laneway member's is a few kB)."""
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+COUNTERS = (Metric.MESSAGES_PROCESSED, Metric.MESSAGES_FAILED, Metric.DEAD_LETTERS)
+GAUGES = (Metric.IN_FLIGHT, Metric.BUFFERED, Metric.PAUSED_PARTITIONS)
+
+
+def check_url(url: str) -> str:
+    """The metrics URL ``url`` names: ``http://`` is assumed when it has no scheme and
+    ``/metrics`` when it has no path (``127.0.0.1:9108`` is
+    ``http://127.0.0.1:9108/metrics``); anything but http(s) is a ConfigError naming
+    ``--metrics``."""
+    full = url if "://" in url else f"http://{url}"
+    parts = urlsplit(full)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"--metrics {url!r} is not valid; expected a member's metrics address, e.g. "
+            "127.0.0.1:9108/metrics (http unless it says https)"
+        )
+    return full if parts.path not in ("", "/") else f"{parts.scheme}://{parts.netloc}/metrics"
+
+
+@dataclass(frozen=True)
+class MemberFigures:
+    """The members' metrics at one moment, summed over the members that answered:
+    ``totals`` of the counters and gauges (by metric), the oldest unfinished message's
+    age per partition (the largest any member reports), and which URLs failed (why)."""
+
+    answered: int
+    totals: Mapping[Metric, float] = field(default_factory=dict)
+    oldest: Mapping[PartitionId, float] = field(default_factory=dict)
+    failures: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """The samples of a Prometheus text exposition: ``(name, labels, value)``."""
+    samples = []
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        name, labels, value = match.groups()
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        samples.append((name, dict(_LABEL.findall(labels or "")), number))
+    return samples
+
+
+def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigures:
+    """Read every member's metrics; a member that does not answer is listed in
+    ``failures`` and left out of the sums."""
+    totals: dict[Metric, float] = {}
+    oldest: dict[PartitionId, float] = {}
+    failures: dict[str, str] = {}
+    answered = 0
+    wanted = {metric.value: metric for metric in (*COUNTERS, *GAUGES)}
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as answer:
+                text = answer.read(MAX_BYTES).decode("utf-8", "replace")
+        except (OSError, ValueError, urllib.error.URLError) as error:
+            failures[url] = str(getattr(error, "reason", error))
+            continue
+        answered += 1
+        for name, labels, value in parse(text):
+            metric = wanted.get(name)
+            if metric is not None:
+                totals[metric] = totals.get(metric, 0.0) + value
+            elif name == Metric.OLDEST_UNFINISHED.value and "topic" in labels:
+                try:
+                    pid = (labels["topic"], int(labels.get("partition", "")))
+                except ValueError:
+                    continue
+                oldest[pid] = max(oldest.get(pid, 0.0), value)
+    return MemberFigures(answered, totals, oldest, failures)

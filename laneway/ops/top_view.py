@@ -1,0 +1,128 @@
+"""What one frame of ``laneway top`` shows: two snapshots of a group, and that frame as
+plain text (``--once``; the live view draws the same rows with rich, see
+:mod:`laneway.ops.top_live`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from laneway.metrics import Metric
+from laneway.ops.cluster import Snapshot
+from laneway.ops.member_metrics import MemberFigures
+from laneway.ops.tables import Cell, render
+
+
+@dataclass(frozen=True)
+class View:
+    """Two snapshots of a group (and of its members' metrics, if asked): what one frame
+    of ``laneway top`` shows."""
+
+    before: Snapshot
+    now: Snapshot
+    members_before: MemberFigures | None
+    members_now: MemberFigures | None
+
+    @property
+    def seconds(self) -> float:
+        return max(1e-9, self.now.taken - self.before.taken)
+
+    def done_rate(self, pid: tuple[str, int] | None = None) -> float:
+        """Messages finished per second: the fall of the backlog plus what arrived."""
+        return (self._done(self.now, pid) - self._done(self.before, pid)) / self.seconds
+
+    def in_rate(self, pid: tuple[str, int] | None = None) -> float:
+        return (self._ends(self.now, pid) - self._ends(self.before, pid)) / self.seconds
+
+    def member_rate(self, metric: Metric) -> float | None:
+        """A counter's rate over the members that answered (a counter a member has not
+        reported yet counts 0); ``None`` when no member was asked or answered."""
+        if self.members_now is None or self.members_before is None:
+            return None
+        if not self.members_now.answered:
+            return None
+        now, before = self.members_now.totals, self.members_before.totals
+        return max(0.0, now.get(metric, 0.0) - before.get(metric, 0.0)) / self.seconds
+
+    @staticmethod
+    def _done(snapshot: Snapshot, pid: tuple[str, int] | None) -> int:
+        return sum(
+            p.end - p.backlog
+            for p in snapshot.backlog.partitions
+            if pid is None or (p.topic, p.partition) == pid
+        )
+
+    @staticmethod
+    def _ends(snapshot: Snapshot, pid: tuple[str, int] | None) -> int:
+        return sum(
+            p.end
+            for p in snapshot.backlog.partitions
+            if pid is None or (p.topic, p.partition) == pid
+        )
+
+
+PARTITION_HEADER = ("topic", "partition", "committed", "end", "backlog", "gaps", "done/s", "in/s")
+
+
+def partition_rows(view: View) -> tuple[tuple[str, ...], list[list[Cell]]]:
+    """The per-partition table of a frame (with an ``age`` column when members answered)."""
+    oldest = view.members_now.oldest if view.members_now is not None else None
+    header = PARTITION_HEADER + (("age s",) if oldest is not None else ())
+    rows: list[list[Cell]] = []
+    for p in view.now.backlog.partitions:
+        pid = (p.topic, p.partition)
+        row: list[Cell] = [p.topic, p.partition, p.committed, p.end, p.backlog]
+        row += [p.finished_runs, view.done_rate(pid), view.in_rate(pid)]
+        if oldest is not None:
+            row.append(oldest.get(pid))
+        rows.append(row)
+    return header, rows
+
+
+def headline(view: View) -> str:
+    """The totals line: lag, backlog, rates and the time to drain at the current rate."""
+    backlog, done = view.now.backlog, view.done_rate()
+    drain = f"{backlog.backlog / done:,.1f} s" if done > 0 else "-"
+    return (
+        f"lag {backlog.lag}  backlog {backlog.backlog}  finished beyond "
+        f"{backlog.finished_beyond}  done {done:,.1f}/s  in {view.in_rate():,.1f}/s  "
+        f"drain {drain}"
+    )
+
+
+def members_line(view: View, asked: int) -> str:
+    """What the members' metrics say, or why they say nothing."""
+    figures = view.members_now
+    if figures is None:
+        return "members: not asked (give --metrics URL per member)"
+
+    def rate(metric: Metric) -> str:
+        value = view.member_rate(metric)
+        return "-" if value is None else f"{value:,.1f}/s"
+
+    totals = figures.totals
+    line = (
+        f"members ({figures.answered} of {asked} answered): processed "
+        f"{rate(Metric.MESSAGES_PROCESSED)}, failed {rate(Metric.MESSAGES_FAILED)}, "
+        f"dead letters {rate(Metric.DEAD_LETTERS)}, in flight "
+        f"{int(totals.get(Metric.IN_FLIGHT, 0))}, buffered {int(totals.get(Metric.BUFFERED, 0))}"
+        f", paused partitions {int(totals.get(Metric.PAUSED_PARTITIONS, 0))}"
+    )
+    for url, why in figures.failures.items():
+        line += f"\n  {url}: no answer ({why})"
+    return line
+
+
+def plain(view: View, where: str) -> str:
+    """A frame as plain text (``--once``)."""
+    title = f"group {view.now.group} on {where}, {view.seconds:.1f} s between samples"
+    if view.now.share_group:
+        return f"{title}: {view.now.note}"
+    header, rows = partition_rows(view)
+    asked = (
+        0
+        if view.members_now is None
+        else view.members_now.answered + len(view.members_now.failures)
+    )
+    return "\n".join(
+        [title, headline(view), "", render(header, rows), "", members_line(view, asked)]
+    )
