@@ -2,12 +2,13 @@
 
 Public API, every documented name importable from here: the sources (:class:`EmbeddedLog`,
 :class:`KafkaSource`, :class:`KafkaShareSource`), :class:`Consumer` and what it reports
-(:class:`ConsumerStats`, :class:`Health`), messages and handlers (:class:`Message`,
-:data:`SyncHandler`, :data:`AsyncHandler`), what handlers may return (:class:`Produce`,
-:class:`Outcomes`), the option enumerations (:class:`EngineKind`, :class:`Ordering`, ...),
-the metrics protocol (:class:`Metrics`) and the errors (:class:`LanewayError` and its
-subclasses). :mod:`laneway.kafka` (conveniences for scripts), :mod:`laneway.testing` (the
-pytest plugin) and :mod:`laneway.observability` (metric backends) are public modules.
+(:class:`ConsumerStats`, :class:`Health`, :class:`Backlog`), messages and handlers
+(:class:`Message`, :data:`SyncHandler`, :data:`AsyncHandler`), what handlers may return
+(:class:`Produce`, :class:`Outcomes`), the option enumerations (:class:`EngineKind`,
+:class:`Ordering`, ...), the metrics protocol (:class:`Metrics`) and the errors
+(:class:`LanewayError` and its subclasses). :mod:`laneway.kafka` (conveniences for
+scripts), :mod:`laneway.testing` (the pytest plugin) and :mod:`laneway.observability`
+(metric backends) are public modules.
 
 Names are imported on first use, so a process-engine worker that only needs
 :mod:`laneway.types` does not load confluent-kafka or the control plane.
@@ -21,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from laneway.config import ConsumerConfig
     from laneway.consumer import Consumer
+    from laneway.control.backlog import Backlog
     from laneway.errors import (
+        AccessDeniedError,
         ConfigError,
         HandlerImportError,
         LanewayError,
@@ -52,7 +55,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AccessDeniedError": "laneway.errors",
     "AsyncHandler": "laneway.types",
+    "Backlog": "laneway.control.backlog",
     "ConcurrencyLimit": "laneway.options",
     "ConfigError": "laneway.errors",
     "Consumer": "laneway.consumer",
@@ -88,7 +93,9 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AccessDeniedError",
     "AsyncHandler",
+    "Backlog",
     "ConcurrencyLimit",
     "ConfigError",
     "Consumer",

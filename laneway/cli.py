@@ -1,7 +1,8 @@
 """The ``laneway`` command.
 
-``run`` and ``bench`` are imported when first used (run, or asked for ``--help``), not
-when ``laneway`` starts: ``laneway run`` never loads the benchmark suite, and
+``run``, ``bench`` and the operator's ``lag``, ``top`` and ``dlq`` are imported when first
+used (run, or asked for ``--help``), not when ``laneway`` starts: ``laneway run`` never
+loads the benchmark suite, and
 ``laneway --help`` lists them by the summaries in :data:`LAZY_COMMANDS`. ``demo`` is
 defined here, cheaply; its workload (:mod:`laneway.demo`) is imported when it runs.
 """
@@ -49,6 +50,22 @@ LAZY_COMMANDS: Mapping[str, LazyCommand] = {
         "Run HANDLER (MODULE:ATTR, imported like uvicorn's app) on every message of a Kafka "
         "consumer group (--share: a share group) or a durable embedded log, until "
         "SIGTERM/SIGINT (drain, commit, exit 0).",
+    ),
+    "lag": LazyCommand(
+        "laneway.ops.lag:lag",
+        "Show how far behind a consumer group really is: per partition the committed "
+        "offset, the log end, the lag, and the backlog (the lag minus the offsets laneway's "
+        "commit metadata records as finished).",
+    ),
+    "top": LazyCommand(
+        "laneway.ops.top:top",
+        "Watch a consumer group live: per partition the committed offset, log end, backlog "
+        "and in-flight gaps, the rates, and what its members' /metrics report.",
+    ),
+    "dlq": LazyCommand(
+        "laneway.ops.dlq.command:dlq",
+        "List, show and replay the dead letters of a dead-letter topic (Kafka or a durable "
+        "embedded log).",
     ),
 }
 """The subcommands imported on first use (click's "lazily loading subcommands")."""

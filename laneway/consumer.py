@@ -1,13 +1,8 @@
 """Consumer: the public entry point that runs a handler over a source.
 
 ``Consumer.__init__`` is overloaded so that a type checker matches the handler to the
-engine before :class:`~laneway.errors.ConfigError` does at run time: ``engine="async"``
-takes an :data:`~laneway.types.AsyncHandler`, the other engines (and the default) a
-:data:`~laneway.types.SyncHandler`. A third form takes an :class:`~laneway.options.EngineKind`
-chosen at run time with either kind of handler; only the constructor's checks can match
-those. A new handler form (say, one taking a batch of messages when ``batch_size`` is
-given) is one more overload here, with the keywords that select it taken out of the
-``**options`` it unpacks.
+engine and to the deserializers before :class:`~laneway.errors.ConfigError` does at run
+time; the overloads are in :mod:`laneway.consumer_signatures`.
 """
 
 from __future__ import annotations
@@ -17,33 +12,37 @@ import contextlib
 import dataclasses
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, cast
 
-from laneway.config import ConsumerConfig, OptionsBesidesEngine
+from laneway.config import ConsumerConfig
+from laneway.consumer_signatures import ConsumerSignatures
+from laneway.control.backlog import Backlog
 from laneway.control.plane import ControlPlane
 from laneway.engines.admission.gate import AsyncGate, ThreadGate, gate_for
 from laneway.engines.factory import build_engine, limits_of
 from laneway.engines.handler_checks import check_handler
-from laneway.errors import ConfigError, LanewayError
+from laneway.errors import AccessDeniedError, ConfigError, LanewayError
 from laneway.gc_tuning import sized_for
 from laneway.health import Health
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
+from laneway.serde.typed_handlers import check_fit, typed_handler
 from laneway.signal_relay import SignalRelay
-from laneway.sources.base import Source
+from laneway.sources.base import Source, WaitingSource
 from laneway.sources.capabilities import check_source, engine_config
 from laneway.stats import ConsumerStats
-from laneway.types import AsyncHandler, Handler, SyncHandler
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SAME_SIGNAL_S = 1.0
+"""A signal this soon after the first is the same request, not a second one that aborts
+the drain: a SIGTERM to a process group or a cgroup (systemd) reaches a ``laneway run
+--members`` member both directly and forwarded by its supervisor."""
 
 
-class Consumer:
+class Consumer(ConsumerSignatures):
     """Runs ``handler`` on every message of ``source``, in parallel, in order per lane.
 
     ``engine`` picks where handlers run (``sync``, ``thread``, ``async``, ``process``);
@@ -73,54 +72,26 @@ class Consumer:
     :class:`laneway.Produce` records (or a list of them) to be written; a message counts
     as finished once they are acknowledged, or with ``exactly_once=True`` they are written
     and the offsets committed in one transaction (see :mod:`laneway.producing.result_writers`).
+    With ``value_deserializer`` (``key_deserializer``) the handler gets decoded values
+    (keys), e.g. ``serde.json(Order)`` for a ``Message[Order]``; a record that does not
+    decode is dead-lettered without running. ``value_serializer`` writes the objects a
+    ``Produce`` carries (see :mod:`laneway.serde`).
     A consumer runs once: create a new one (on a new source) to run again.
     """
 
-    @overload
-    def __init__(
-        self,
-        source: Source,
-        handler: AsyncHandler,
-        *,
-        engine: Literal["async", EngineKind.ASYNC],
-        **options: Unpack[OptionsBesidesEngine],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self,
-        source: Source,
-        handler: SyncHandler,
-        *,
-        engine: Literal[
-            "sync", "thread", "process", EngineKind.SYNC, EngineKind.THREAD, EngineKind.PROCESS
-        ] = ...,
-        **options: Unpack[OptionsBesidesEngine],
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self,
-        source: Source,
-        handler: Handler,
-        *,
-        engine: EngineKind,
-        **options: Unpack[OptionsBesidesEngine],
-    ) -> None: ...
-
-    def __init__(
-        self,
-        source: Source,
-        handler: Callable[..., Any],
-        **options: Any,
+    def _construct(
+        self, source: Source, handler: Callable[..., Any], options: dict[str, Any]
     ) -> None:
         self.config = ConsumerConfig.from_options(options)
         self._capabilities = check_source(source, self.config)
         check_handler(handler, self.config.engine, self.config.batch_size is not None)
+        config = self.config
+        check_fit(handler, config.value_deserializer, config.key_deserializer, config.batch_size)
         self._source = source
         self._handler = handler
         self._stop = threading.Event()
         self._abort = threading.Event()
+        self._signalled: float | None = None  # when the first signal came
         self._plane: ControlPlane | None = None
         self._gate: ThreadGate | AsyncGate | None = None
         self._ran = False
@@ -132,7 +103,10 @@ class Consumer:
         """Consume until ``stop()``, a signal, ``max_messages`` handled or ``idle_timeout``.
 
         Returns the final stats once in-flight work is drained (up to ``drain_timeout``)
-        and finished offsets are committed.
+        and finished offsets are committed. A drain that ends first (the timeout, a second
+        signal, ``stop(drain=False)``) abandons what still runs: one ERROR names each
+        message still in its handler, and ``abandoned`` in the stats counts them (their
+        offsets stay uncommitted).
         """
         self._prepare(max_messages, idle_timeout)
         with self._signals_installed():
@@ -161,8 +135,15 @@ class Consumer:
             for sig in installed:
                 loop.remove_signal_handler(sig)
 
-    def stop(self) -> None:
-        """Ask a running consumer to stop gracefully. Safe from any thread or signal handler."""
+    def stop(self, *, drain: bool = True) -> None:
+        """Ask a running consumer to stop gracefully. Safe from any thread or signal handler.
+
+        With ``drain=False`` (what a second signal does) it does not wait for the
+        handlers still running: they are abandoned, counted in ``abandoned`` of the stats
+        ``run()`` returns, and their offsets stay uncommitted.
+        """
+        if not drain:
+            self._abort.set()
         self._stop.set()
         if self._plane is not None:
             self._plane.completions.wake()
@@ -173,17 +154,31 @@ class Consumer:
         state = self._state
         live = state in ("starting", "running", "stopping")
         stalled = () if self._plane is None else self._plane.stats().stalled
+        denied = None if self._plane is None else self._plane.denied
         reason = ""
-        if state != "running":
+        if denied is not None and live:  # the run is ending: say why
+            reason = str(denied)
+        elif state != "running":
             reason = f"the consumer is {state}"
         elif stalled:
             worst = max(stalled, key=lambda s: s.seconds)
             reason = (
                 f"{len(stalled)} message(s) in their handler longer than stall_timeout="
                 f"{self.config.stall_timeout:g} s, the oldest {worst.topic}[{worst.partition}]"
-                f"@{worst.offset} (key {worst.key!r}) for {worst.seconds:.1f} s"
+                f"@{worst.offset} for {worst.seconds:.1f} s"
             )
+        elif self._capabilities.waits:  # e.g. topics the cluster does not have (yet)
+            reason = cast(WaitingSource, self._source).waiting_for()
         return Health(live, live and not reason, state, reason, stalled)
+
+    def backlog(self) -> Backlog:
+        """How much work is left in the partitions this consumer owns, and how fast it goes:
+        a ``laneway.Backlog`` with ``backlog`` (the lag minus the offsets known finished
+        beyond the commit points), ``lag``, ``rate`` (messages finished per second over the
+        last 30 s), ``drain_seconds`` (``backlog / rate``) and ``partitions``; ``None`` for
+        what a share group cannot know. Sampled about once a second; safe to call from any
+        thread. Before the run: nothing owned, all zeros."""
+        return Backlog() if self._plane is None else self._plane.backlog
 
     def stats(self) -> ConsumerStats:
         """A snapshot of counters, commits and latency; safe to call from any thread."""
@@ -217,7 +212,14 @@ class Consumer:
         config = engine_config(self.config, self._capabilities)
         if config.engine is not EngineKind.PROCESS:  # process workers make their own
             self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
-        engine = build_engine(config, self._handler, self._stop, loop, hooks, self._gate)
+        handler = typed_handler(
+            self._handler,
+            config.value_deserializer,
+            config.key_deserializer,
+            in_workers=config.engine is EngineKind.PROCESS,
+            batched=config.batch_size is not None,
+        )
+        engine = build_engine(config, handler, self._stop, loop, hooks, self._gate)
         plane = ControlPlane(
             self._source, self._capabilities, engine, self.config, self._stop, tracing
         )
@@ -242,6 +244,9 @@ class Consumer:
             self._source.open(plane)
             self._state = "running"
             plane.run(max_messages, idle_timeout)
+        except AccessDeniedError as denial:
+            plane.refused(denial)  # at once: not ready, one ERROR; the drain may take a while
+            raise
         finally:
             self._state = "stopping"
             try:
@@ -250,8 +255,12 @@ class Consumer:
                 self._state = "stopped"
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
-        if self._stop.is_set():
+        now = time.monotonic()
+        echo = self._signalled is not None and now - self._signalled < SAME_SIGNAL_S
+        if self._stop.is_set() and not echo:
             self._abort.set()
+        if self._signalled is None:
+            self._signalled = now
         self.stop()
 
     @contextlib.contextmanager

@@ -32,6 +32,14 @@ class SourceError(LanewayError):
     """A source failed in a way the consumer cannot recover from (e.g. a fatal Kafka error)."""
 
 
+class AccessDeniedError(SourceError):
+    """The cluster refused this client for good: authentication failed (a wrong username
+    or password, an untrusted certificate) or an ACL is missing (group, topic read, a
+    dead-letter or results write, the transactional id). The message leads with the cause
+    and names the ACL to grant. ``run()`` ends with it (``laneway run`` exits 6); running
+    again fails the same way until the credentials or the ACLs change."""
+
+
 class TransactionError(LanewayError):
     """``exactly_once=True``: a transaction was aborted or this member was fenced, so what it
     processed since its last commit is not in the log. ``run()`` ends with this error; run

@@ -14,7 +14,8 @@ class Health:
 
     ``live``: its ``run()`` is in progress (starting, running or draining): a probe that
     sees False should restart the process. ``ready``: live, connected to its source
-    (``open()`` succeeded) and no message in its handler longer than ``stall_timeout``.
+    (``open()`` succeeded), waiting for nothing (a Kafka source: every subscribed topic
+    exists) and no message in its handler longer than ``stall_timeout``.
     ``state`` is ``new``, ``starting``, ``running``, ``stopping`` or ``stopped``;
     ``reason`` says in words why it is not ready (empty when it is); ``stalled`` lists the
     stalled messages.
@@ -26,21 +27,21 @@ class Health:
     reason: str = ""
     stalled: tuple[Stall, ...] = field(default_factory=tuple)
 
-    def as_json(self) -> dict[str, Any]:
-        """A JSON-serialisable form (message keys as text, undecodable bytes escaped)."""
+    def as_json(self, keys: bool = False) -> dict[str, Any]:
+        """A JSON-serialisable form: each stalled message's position and age, and its key
+        (as text, undecodable bytes escaped) only with ``keys=True``, since a key is
+        message data (an e-mail address, an account)."""
+        stalled: list[dict[str, Any]] = []
+        for s in self.stalled:
+            entry: dict[str, Any] = {"topic": s.topic, "partition": s.partition, "offset": s.offset}
+            if keys:
+                entry["key"] = None if s.key is None else s.key.decode("utf-8", "backslashreplace")
+            entry["seconds"] = round(s.seconds, 3)
+            stalled.append(entry)
         return {
             "live": self.live,
             "ready": self.ready,
             "state": self.state,
             "reason": self.reason,
-            "stalled": [
-                {
-                    "topic": s.topic,
-                    "partition": s.partition,
-                    "offset": s.offset,
-                    "key": None if s.key is None else s.key.decode("utf-8", "backslashreplace"),
-                    "seconds": round(s.seconds, 3),
-                }
-                for s in self.stalled
-            ],
+            "stalled": stalled,
         }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 
@@ -35,6 +35,7 @@ class Metric(str, enum.Enum):
     MESSAGES_FAILED = "laneway_messages_failed_total"
     RETRIES = "laneway_retries_total"
     DEAD_LETTERS = "laneway_dead_letters_total"
+    DESERIALIZATION_FAILURES = "laneway_deserialization_failures_total"
     HANDLER_DURATION = "laneway_handler_duration_seconds"
     END_TO_END_LATENCY = "laneway_end_to_end_latency_seconds"
     IN_FLIGHT = "laneway_in_flight"
@@ -42,6 +43,8 @@ class Metric(str, enum.Enum):
     PAUSED_PARTITIONS = "laneway_paused_partitions"
     COMMITTED_OFFSET = "laneway_committed_offset"
     CONSUMER_LAG = "laneway_consumer_lag"
+    BACKLOG = "laneway_backlog_messages"
+    DRAIN_SECONDS = "laneway_drain_seconds"
     OLDEST_UNFINISHED = "laneway_oldest_unfinished_seconds"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
@@ -50,6 +53,7 @@ class Metric(str, enum.Enum):
     REDELIVERIES = "laneway_redeliveries_total"
     CRASH_SUSPECTS = "laneway_crash_suspects_total"
     OLDEST_ACQUIRED = "laneway_oldest_acquired_seconds"
+    CLOCK_SKEW = "laneway_clock_skew_total"
 
 
 LATENCY_BUCKETS = (
@@ -97,6 +101,13 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         _TOPIC,
         "Failed messages written to the dead-letter topic and acknowledged.",
     ),
+    Metric.DESERIALIZATION_FAILURES: MetricDefinition(
+        MetricKind.COUNTER,
+        "messages",
+        _TOPIC,
+        "Records whose key or value the consumer's deserializer could not decode: "
+        "dead-lettered without calling the handler (laneway.error.type=deserialization).",
+    ),
     Metric.HANDLER_DURATION: MetricDefinition(
         MetricKind.HISTOGRAM,
         "seconds",
@@ -108,7 +119,8 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         MetricKind.HISTOGRAM,
         "seconds",
         _TOPIC,
-        "From the message's timestamp to its handler finishing.",
+        "From the message's timestamp to its handler finishing; a timestamp ahead of this "
+        "host's clock counts as 0 (see laneway_clock_skew_total).",
         LATENCY_BUCKETS,
     ),
     Metric.IN_FLIGHT: MetricDefinition(
@@ -134,6 +146,22 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         "messages",
         _PARTITION,
         "The log's end offset minus the committed offset.",
+    ),
+    Metric.BACKLOG: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        _PARTITION,
+        "The consumer lag minus the offsets known finished beyond the commit point: the work "
+        "really left (laneway lag's figure, as of now rather than the last commit); 0 for a "
+        "partition this member no longer owns, so a sum over members counts each once.",
+    ),
+    Metric.DRAIN_SECONDS: MetricDefinition(
+        MetricKind.GAUGE,
+        "seconds",
+        (),
+        "This member's backlog divided by the messages it finished per second over the last "
+        "30 s; with none finished, the backlog times the seconds observed (a lower bound, "
+        "never infinite). NaN for a share group, whose backlog a member cannot know.",
     ),
     Metric.OLDEST_UNFINISHED: MetricDefinition(
         MetricKind.GAUGE,
@@ -185,6 +213,14 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         "Share group: age of the oldest record this member holds unacknowledged; the "
         "broker delivers it again when it passes the record lock duration.",
     ),
+    Metric.CLOCK_SKEW: MetricDefinition(
+        MetricKind.COUNTER,
+        "messages",
+        _TOPIC,
+        "Messages finished before their own timestamp by this host's clock (the producer's "
+        "or broker's clock runs ahead, or a producer set a future timestamp); their "
+        "end-to-end latency is observed as 0.",
+    ),
 }
 
 
@@ -200,6 +236,8 @@ class Distribution:
     cumulative: tuple[int, ...]
     total: float
     count: int
+    clamped: int = 0
+    """Observations below 0 taken as 0 (:meth:`of_ages`: timestamps ahead of ``now``)."""
 
     @classmethod
     def of_values(cls, values: Sequence[float], buckets: Sequence[float]) -> Distribution:
@@ -209,13 +247,22 @@ class Distribution:
 
     @classmethod
     def of_ages(
-        cls, now_ms: float, stamps_ms: Sequence[int], buckets: Sequence[float]
+        cls, now_ms: float, stamps_ms: Sequence[float], buckets: Sequence[float]
     ) -> Distribution:
-        """The distribution of ``now - stamp`` in seconds, from millisecond timestamps."""
+        """The distribution of ``now - stamp`` in seconds, from millisecond timestamps.
+
+        An age is never negative: a stamp after ``now`` (a clock ahead of this host's, or a
+        timestamp set in the future) counts as age 0 and in :attr:`clamped`, so one
+        skewed producer cannot drive the histogram's sum below zero."""
+        clamped = 0
+        if stamps_ms and max(stamps_ms) > now_ms:  # rare: one C-level pass otherwise
+            clamped = sum(1 for stamp in stamps_ms if stamp > now_ms)
+            stamps_ms = [stamp if stamp <= now_ms else now_ms for stamp in stamps_ms]
         total = (len(stamps_ms) * now_ms - sum(stamps_ms)) / 1000.0
         sample = stamps_ms[:: SAMPLE_STRIDE if len(stamps_ms) >= SAMPLED_FROM else 1]
         ages = [(now_ms - stamp) / 1000.0 for stamp in sample]
-        return cls._scaled(ages, len(stamps_ms), buckets, total)
+        batch = cls._scaled(ages, len(stamps_ms), buckets, total)
+        return replace(batch, clamped=clamped) if clamped else batch
 
     @classmethod
     def _bucketed(

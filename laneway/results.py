@@ -5,7 +5,10 @@ the consumer writes to their topics; the input counts as finished only once ever
 acknowledged, or, with ``exactly_once=True``, committed in the same transaction as the
 input's offset). A batch handler (``batch_size``) may instead return :class:`Outcomes`: one
 outcome per message of the batch, so that a handler that knows which items failed says so
-and only those are retried and dead-lettered. Any other return value is ignored.
+and only those are retried and dead-lettered. Any other return value (a string, a number,
+a dict, a list of anything but :class:`Produce`) fails the attempt with a ``TypeError``
+naming the type returned and what is allowed: the message is retried and dead-lettered like
+any other failure, never counted done with its results silently dropped.
 
 This module imports nothing outside the standard library: process-engine workers check
 return values with it.
@@ -15,7 +18,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from laneway.serde.codec import Serializer
 
 Records = Sequence["Produce"]
 """The results of one handler call, in the order the handler gave them."""
@@ -38,6 +44,12 @@ class Produce(_ProduceFields):
     topics are a failed write, retried and then dead-lettered). laneway writes its own
     records (dead letters) as ``Produce`` records too.
 
+    ``value`` and ``key`` are bytes (or ``None``), written as they are, or any object a
+    serializer turns into bytes when the record is written: the record's own
+    ``value_serializer`` / ``key_serializer`` (keyword-only), else the consumer's (see
+    :mod:`laneway.serde`). An object with no serializer for it fails the message it was
+    returned for, with an error naming the option to set.
+
     Like :class:`~laneway.types.Message`, a ``Produce`` is an immutable named tuple: a
     handler may return hundreds of thousands a second, and a tuple is the cheapest object
     Python builds (a frozen dataclass took ~3x as long). Fields are checked on creation,
@@ -46,20 +58,31 @@ class Produce(_ProduceFields):
 
     __slots__ = ()
 
+    value_serializer: Serializer | None = None
+    """This record's own serializer of ``value`` (``None``: the consumer's)."""
+    key_serializer: Serializer | None = None
+    """This record's own serializer of ``key`` (``None``: the consumer's)."""
+
     def __new__(
         cls,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: object,
+        key: object = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         partition: int | None = None,
+        *,
+        value_serializer: Serializer | None = None,
+        key_serializer: Serializer | None = None,
     ) -> Produce:
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"Produce topic={topic!r} is not valid; expected a topic name")
-        if value is not None and not isinstance(value, bytes):
-            raise TypeError(f"Produce value={value!r:.60} is not valid; expected bytes or None")
-        if key is not None and not isinstance(key, bytes):
-            raise TypeError(f"Produce key={key!r:.60} is not valid; expected bytes or None")
+        serializers = (("value_serializer", value_serializer), ("key_serializer", key_serializer))
+        for name, given in serializers:
+            if given is not None and not callable(given):
+                raise TypeError(
+                    f"Produce {name}={given!r:.60} is not valid; expected a laneway.serde "
+                    "codec or a callable returning bytes"
+                )
         if headers is not None and not _valid_headers(headers):
             raise TypeError(
                 f"Produce headers={headers!r:.80} is not valid; expected (str, bytes | None) pairs"
@@ -71,7 +94,21 @@ class Produce(_ProduceFields):
                 f"Produce partition={partition!r} is not valid; expected a partition number "
                 ">= 0, or None to let the key pick"
             )
-        return tuple.__new__(cls, (topic, value, key, headers, partition))
+        fields = (topic, value, key, headers, partition)
+        if value_serializer is None and key_serializer is None:
+            return tuple.__new__(cls, fields)
+        record = tuple.__new__(_SerializedProduce, fields)
+        record.value_serializer = value_serializer
+        record.key_serializer = key_serializer
+        return record
+
+
+class _SerializedProduce(Produce):
+    """A :class:`Produce` with serializers of its own (in its ``__dict__``: the tuple, what
+    producers unpack, stays the five fields)."""
+
+    value_serializer: Serializer | None
+    key_serializer: Serializer | None
 
 
 def _valid_headers(headers: object) -> bool:
@@ -113,14 +150,17 @@ class Outcomes:
         return Outcomes, (self.outcomes,)
 
 
-def records_of(returned: object) -> Records:
+ALLOWED = "None, a laneway.Produce or a list of them"
+"""What a handler may return, as error messages say it."""
+
+
+def records_of(returned: object, allowed: str = ALLOWED) -> Records:
     """The results a handler's return value asks for (``[]`` when it asks for none).
 
-    A :class:`Produce` or a list (or tuple) of them are results; any other value is
-    ignored, as it always was (a handler may return whatever its own callers need), except
-    an awaitable (a sync handler that forgot an ``await``: nothing would run it) and a list
-    that mixes :class:`Produce` records with other values, which raise ``TypeError`` so the
-    attempt fails with a clear error instead of results going missing.
+    ``None`` asks for none; a :class:`Produce` or a list (or tuple) of them are results.
+    Anything else raises ``TypeError`` naming the type returned and what is ``allowed``,
+    so the attempt fails: an awaitable (a sync handler that forgot an ``await``: nothing
+    would run it), a list holding anything but :class:`Produce` records, any other value.
     """
     if returned is None:
         return []
@@ -131,14 +171,20 @@ def records_of(returned: object) -> Records:
         return (returned,)
     if isinstance(returned, (list, tuple)):
         records = [r for r in returned if isinstance(r, Produce)]
-        if records and len(records) != len(returned):
+        if len(records) == len(returned):
+            return records
+        odd = next(r for r in returned if not isinstance(r, Produce))
+        kind, what = type(returned).__name__, f"{type(odd).__name__} {odd!r:.60}"
+        if records:
             raise TypeError(
-                f"the handler returned a list mixing laneway.Produce records with other "
-                f"values ({returned!r:.80}); return only Produce records, or none"
+                f"the handler returned a {kind} mixing laneway.Produce records with other "
+                f"values ({what}); return only Produce records, or none"
             )
-        return records
+        raise TypeError(f"the handler returned a {kind} holding {what}; return {allowed}")
     refuse_awaitable(returned)
-    return []
+    raise TypeError(
+        f"the handler returned {type(returned).__name__} {returned!r:.80}; return {allowed}"
+    )
 
 
 def refuse_awaitable(result: object) -> None:

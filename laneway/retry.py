@@ -23,11 +23,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from laneway.logs import get_logger
 from laneway.types import Message
 
 T = TypeVar("T")
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_ERROR_TEXT = 4_000
 """Error texts are cut to this many characters (they travel in headers and pipes)."""
@@ -64,6 +65,9 @@ class RetryPolicy:
     all of it (jitter, so many failing keys don't retry in lockstep). ``timeout``:
     seconds one attempt may take (``None``: no limit); see ``Consumer``'s
     ``handler_timeout`` for what each engine does when it passes.
+    ``poison_threshold``: final failures of one key after which its messages are no longer
+    run for ``poison_cooldown`` seconds (``None``: never; see
+    :class:`~laneway.engines.circuit.KeyCircuitBreaker`).
 
     Tuning: retries hold the key's lane, so a long backoff delays that key's later
     messages (never other keys'). Keep ``max_retries * backoff_max`` well under the
@@ -74,6 +78,8 @@ class RetryPolicy:
     backoff: float = 0.1
     backoff_max: float = 5.0
     timeout: float | None = None
+    poison_threshold: int | None = None
+    poison_cooldown: float = 30.0
 
     def delay(self, failed_attempts: int) -> float:
         """Seconds to wait after the given number of failed attempts (1-based)."""
@@ -144,6 +150,25 @@ def formatted_traceback(error: BaseException) -> str:
     return text[-MAX_TRACEBACK_TEXT:]
 
 
+def unchained(error: BaseException, first: BaseException) -> BaseException:
+    """``error`` without the implicit link to ``first``, the first attempt's exception.
+
+    Retries run while the first attempt's exception is being handled, so Python chains
+    it to each later attempt's exception (``__context__``), and a dead letter's traceback
+    would show the first failure, "During handling of the above exception, another
+    exception occurred", then the last: the same error twice. A retry is not caused by
+    the failure before it, so that link is cut; a handler's own chains stay."""
+    link: BaseException | None = error
+    seen: set[int] = set()
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if link.__context__ is first:
+            link.__context__ = None
+            break
+        link = link.__cause__ or link.__context__
+    return error
+
+
 def failed_for_good(error: BaseException, attempts: int) -> ErrorInfo:
     """The :data:`ErrorInfo` of a message whose last attempt raised ``error``."""
     return (*describe(error), attempts, formatted_traceback(error))
@@ -189,6 +214,7 @@ def retry(
     call, and come here only when it raised.
     """
     attempts = 1
+    first = error
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         delay = policy.delay(attempts)
         log_retry(item, attempts, error, delay)
@@ -200,7 +226,7 @@ def retry(
         except BaseException as next_error:
             if aborts(next_error):
                 raise
-            error = next_error
+            error = unchained(next_error, first)
         else:
             return None, attempts, value
     return failed_for_good(error, attempts), attempts, None
@@ -231,6 +257,7 @@ async def retry_async(
 ) -> Outcome[T]:
     """The coroutine twin of :func:`retry`."""
     attempts = 1
+    first = error
     while attempts <= policy.max_retries and not isinstance(error, KeyboardInterrupt):
         delay = policy.delay(attempts)
         log_retry(item, attempts, error, delay)
@@ -241,7 +268,7 @@ async def retry_async(
         except asyncio.CancelledError:
             raise
         except BaseException as next_error:
-            error = next_error
+            error = unchained(next_error, first)
         else:
             return None, attempts, value
     return failed_for_good(error, attempts), attempts, None

@@ -35,6 +35,13 @@ class ConsumerStats:
     (each a :class:`~laneway.types.Stall`). Both as of the stall watch's latest
     look, at most about a second old. ``concurrency_limit``: with
     ``concurrency_limit="adaptive"``, how many handlers may run at once now (else None).
+    ``abandoned``: messages a shutdown left unfinished because its drain ended first
+    (``drain_timeout`` expired, a second signal, or ``stop(drain=False)``): still in
+    their handler, queued for a worker, or waiting for their dead letter or results. Their
+    offsets stay uncommitted, so they run again after a restart; 0 after a clean drain
+    (``laneway run`` then exits 0, else 7). ``deserialization_failures``: records whose
+    key or value the consumer's deserializer could not decode (see :mod:`laneway.serde`):
+    dead-lettered without calling the handler, and counted in ``failed`` too once settled.
     """
 
     processed: int = 0
@@ -57,6 +64,8 @@ class ConsumerStats:
     oldest_in_flight: float = 0.0
     stalled: tuple[Stall, ...] = ()
     concurrency_limit: int | None = None
+    abandoned: int = 0
+    deserialization_failures: int = 0
 
     @property
     def handled(self) -> int:

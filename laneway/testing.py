@@ -20,9 +20,10 @@ the documentation (``docs/guides/testing.md``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pytest
 
@@ -30,6 +31,8 @@ from laneway.config import ConsumerConfig, OptionsBesidesEngine
 from laneway.consumer import Consumer
 from laneway.control.dead_letters.router import HEADER_PREFIX
 from laneway.options import EngineKind, EngineName, choice
+from laneway.serde.codec import Codec
+from laneway.serde.names import deserializer
 from laneway.sources.base import IgnoreRebalances
 from laneway.sources.embedded.log import EmbeddedLog
 from laneway.stats import ConsumerStats
@@ -41,7 +44,12 @@ if TYPE_CHECKING:
 Text: TypeAlias = bytes | str
 """A key or value: bytes, or text (written as UTF-8)."""
 
-Record: TypeAlias = Text | tuple[Text | None, Text] | tuple[Text | None, Text, Sequence[Header]]
+Value: TypeAlias = Any
+"""A key or value to write: bytes, text (written as UTF-8), or, when the run has a
+``value_deserializer`` (``key_deserializer``) of :mod:`laneway.serde`, any object it
+encodes (``laneway_run(handle, [Order(1)], value_deserializer=serde.json(Order))``)."""
+
+Record: TypeAlias = Value | tuple[Value, Value] | tuple[Value, Value, Sequence[Header]]
 """A record to write: a value alone (no key), ``(key, value)`` or ``(key, value, headers)``."""
 
 DEFAULT_TIMEOUT = 30.0
@@ -149,7 +157,8 @@ class ConsumerRunner:
     and committed, and reads back its dead letters. ``handle_signals`` defaults to False
     here, so pytest keeps its own Ctrl-C. A run that does not finish within ``timeout``
     seconds is stopped and fails the test, saying how far it got (a hung handler, or a
-    retry budget longer than the timeout).
+    retry budget longer than the timeout). ``timeout`` bounds the whole call: a run stopped
+    by it does not wait ``drain_timeout`` for the handlers still running, it abandons them.
     """
 
     def __init__(self, log: EmbeddedLog) -> None:
@@ -171,8 +180,9 @@ class ConsumerRunner:
         name = topic or f"laneway-test-{self._runs}"
         self.log.create_topic(name, partitions=partitions)
         count = 0
+        encoders = _encoders(name, options)
         for record in records:
-            key, value, headers = _parts(record)
+            key, value, headers = _parts(record, *encoders)
             self.log.produce(name, value=value, key=key, headers=headers)
             count += 1
         options.setdefault("handle_signals", False)
@@ -229,7 +239,9 @@ def laneway_run(laneway_log: EmbeddedLog) -> ConsumerRunner:
 
 
 def _run_within(consumer: Consumer, count: int, timeout: float) -> ConsumerStats:
-    timer = threading.Timer(timeout, consumer.stop)
+    # Once all `count` are handled the run ends with nothing left to drain; a run the
+    # timeout stops has failed, so it abandons what still runs instead of draining.
+    timer = threading.Timer(timeout, partial(consumer.stop, drain=False))
     timer.daemon = True
     timer.start()
     try:
@@ -239,21 +251,48 @@ def _run_within(consumer: Consumer, count: int, timeout: float) -> ConsumerStats
     if stats.handled < count:
         raise AssertionError(
             f"the consumer handled {stats.handled} of {count} messages within "
-            f"timeout={timeout:g} s ({stats.in_flight} still in their handler); a handler "
+            f"timeout={timeout:g} s and abandoned {stats.abandoned} unfinished; a handler "
             "that hangs, or retries that take longer (max_retries x retry_backoff_max), "
             "do this"
         )
     return stats
 
 
-def _parts(record: Record) -> tuple[bytes | None, bytes, list[Header] | None]:
-    if isinstance(record, (bytes, str)):
-        return None, _text_bytes(record), None
+Encoder: TypeAlias = "Callable[[Value], bytes]"
+
+
+def _encoders(topic: str, options: Mapping[str, object]) -> tuple[Encoder, Encoder]:
+    """How the keys and the values of the records are written: bytes and text as they are,
+    other objects by the run's deserializer codec, as a producer of that format would."""
+
+    def encoder(part: str) -> Encoder:
+        codec = deserializer(options.get(f"{part}_deserializer"), f"{part}_deserializer")
+
+        def encode(given: Value) -> bytes:
+            if isinstance(given, (bytes, str)):
+                return _text_bytes(given)
+            if isinstance(codec, Codec):
+                return codec.encode(given, topic, part == "key")
+            raise TypeError(
+                f"laneway_run cannot write the {part} {given!r:.60}: pass bytes or text, or a "
+                f"{part}_deserializer of laneway.serde that encodes it"
+            )
+
+        return encode
+
+    return encoder("key"), encoder("value")
+
+
+def _parts(
+    record: Record, encode_key: Encoder, encode_value: Encoder
+) -> tuple[bytes | None, bytes, list[Header] | None]:
+    if not isinstance(record, tuple):
+        return None, encode_value(record), None
     if len(record) == 2:
         key, value = record
-        return _key_bytes(key), _text_bytes(value), None
+        return None if key is None else encode_key(key), encode_value(value), None
     key, value, headers = record
-    return _key_bytes(key), _text_bytes(value), list(headers)
+    return None if key is None else encode_key(key), encode_value(value), list(headers)
 
 
 def _text_bytes(text: Text) -> bytes:

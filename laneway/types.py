@@ -22,39 +22,71 @@ PartitionId = tuple[str, int]
 """A partition of a topic: ``(topic, partition)``."""
 
 
-class Message(NamedTuple):
-    """One record read from a partitioned log.
+if TYPE_CHECKING:
+    # PEP 696 defaults, so that ``Message`` alone means a message of bytes. Only type
+    # checkers see this class: at run time ``Message[Order]`` is a ``types.GenericAlias``
+    # of the named tuple below (what ``tuple`` gives every subclass), which the
+    # construction-time checks of typed handlers read.
+    from typing import Generic
 
-    Attributes follow Kafka's record: ``topic``, ``partition``, ``offset``, ``key`` and
-    ``value`` (bytes or ``None``), ``headers`` (a sequence of ``(name, bytes | None)``)
-    and ``timestamp`` (milliseconds since the epoch, as the producer or log set it).
-    ``delivery_count`` is how many times the log has handed this record out, this time
-    included (1 on the first delivery), for sources that count deliveries: a Kafka share
-    group (:class:`~laneway.sources.share.source.KafkaShareSource`). It is ``None`` for
-    sources that do not (a consumer group, the embedded log), where a replay after a crash
-    looks like a first delivery.
+    from typing_extensions import TypeVar
 
-    A message is an immutable named tuple: creating one is a single C call, reading an
-    attribute is as fast as Python gets, and it pickles as a plain tuple — all of which
-    count when a consumer moves hundreds of thousands of them a second.
-    """
+    V = TypeVar("V", covariant=True, default=bytes | None)
+    K = TypeVar("K", covariant=True, default=bytes | None)
 
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Sequence[Header] = ()
-    timestamp: int = 0
-    delivery_count: int | None = None
+    class Message(NamedTuple, Generic[V, K]):
+        """One record read from a partitioned log: value of type ``V``, key of type ``K``."""
 
-    def __repr__(self) -> str:
-        return (
-            f"Message(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
-            f"key={self.key!r}, value={_short(self.value)}, timestamp={self.timestamp}"
-            + ("" if self.delivery_count is None else f", delivery_count={self.delivery_count}")
-            + ")"
-        )
+        topic: str
+        partition: int
+        offset: int
+        key: K
+        value: V
+        headers: Sequence[Header] = ()
+        timestamp: int = 0
+        delivery_count: int | None = None
+
+else:
+
+    class Message(NamedTuple):
+        """One record read from a partitioned log.
+
+        Attributes follow Kafka's record: ``topic``, ``partition``, ``offset``, ``key`` and
+        ``value`` (bytes or ``None``), ``headers`` (a sequence of ``(name, bytes | None)``)
+        and ``timestamp`` (milliseconds since the epoch, as the producer or log set it).
+        ``delivery_count`` is how many times the log has handed this record out, this time
+        included (1 on the first delivery), for sources that count deliveries: a Kafka share
+        group (:class:`~laneway.sources.share.source.KafkaShareSource`). It is ``None`` for
+        sources that do not (a consumer group, the embedded log), where a replay after a crash
+        looks like a first delivery.
+
+        With a ``value_deserializer`` (or ``key_deserializer``) the consumer hands the handler
+        the decoded value (key) instead of bytes (see :mod:`laneway.serde`): a type checker
+        knows it as ``Message[Order]`` (value type first, key type second, both ``bytes |
+        None`` when not given), so ``Message`` alone is today's message of bytes.
+
+        A message is an immutable named tuple: creating one is a single C call, reading an
+        attribute is as fast as Python gets, and it pickles as a plain tuple — all of which
+        count when a consumer moves hundreds of thousands of them a second.
+        """
+
+        topic: str
+        partition: int
+        offset: int
+        key: bytes | None
+        value: bytes | None
+        headers: Sequence[Header] = ()
+        timestamp: int = 0
+        delivery_count: int | None = None
+
+        def __repr__(self) -> str:
+            return (
+                f"Message(topic={self.topic!r}, partition={self.partition}, "
+                f"offset={self.offset}, key={self.key!r}, value={_short(self.value)}, "
+                f"timestamp={self.timestamp}"
+                + ("" if self.delivery_count is None else f", delivery_count={self.delivery_count}")
+                + ")"
+            )
 
 
 HandlerResult: TypeAlias = "Produce | Sequence[Produce] | Outcomes | None"
@@ -79,9 +111,28 @@ AsyncHandler: TypeAlias = (
 Handler: TypeAlias = SyncHandler | AsyncHandler
 """Either kind of handler, for code that picks the engine at run time."""
 
+if TYPE_CHECKING:
+    T = TypeVar("T")
+    U = TypeVar("U")
 
-def _short(value: bytes | None) -> str:
-    if value is None or len(value) <= 32:
+    TypedSyncHandler: TypeAlias = (
+        Callable[[Message[T, U]], HandlerResult] | Callable[[list[Message[T, U]]], HandlerResult]
+    )
+    """A :data:`SyncHandler` of messages whose value is a ``T`` and key a ``U`` (what the
+    consumer's deserializers make), for the ``Consumer`` overloads."""
+
+    TypedAsyncHandler: TypeAlias = (
+        Callable[[Message[T, U]], Awaitable[HandlerResult]]
+        | Callable[[list[Message[T, U]]], Awaitable[HandlerResult]]
+    )
+    """An :data:`AsyncHandler` of messages whose value is a ``T`` and key a ``U``."""
+
+
+def _short(value: object) -> str:
+    if not isinstance(value, bytes):  # None, or a decoded value (see laneway.serde)
+        text = repr(value)
+        return text if len(text) <= 80 else f"{text[:80]}..."
+    if len(value) <= 32:
         return repr(value)
     return f"{value[:32]!r}...({len(value)} bytes)"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import pytest
 from kafka_helpers import run_kafka_script
+from secured_kafka import SecuredBroker, secured_document
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
+
+from laneway.logs import forget_repeats
 
 # pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
@@ -42,7 +46,11 @@ def real_service(variable: str, script: Path) -> Iterator[str]:
             sys.stderr.write(f"{script} stop failed:\n{stopped.stderr}")
 
 
-SERVER_MARKERS = {"kafka_bootstrap": "kafka", "postgres_dsn": "postgres"}
+SERVER_MARKERS = {
+    "kafka_bootstrap": "kafka",
+    "postgres_dsn": "postgres",
+    "jaeger_endpoints": "jaeger",
+}
 """The fixture of each real server and the marker a test using it must carry, so that
 ``-m "not kafka and not postgres"`` (the nox sessions) selects exactly the tests that need
 no server."""
@@ -66,9 +74,42 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def kafka_secured(kafka_bootstrap: str) -> SecuredBroker:
+    """The same broker's SASL_SSL listener (SCRAM-SHA-512, ACLs enforced; see
+    tests/support/secured_kafka.py): from ``scripts/kafka status --secured``, or from the
+    JSON file ``LANEWAY_SECURED_LISTENER`` names when the broker is someone else's."""
+    try:
+        broker = SecuredBroker.from_json(secured_document()[0])
+    except (OSError, RuntimeError, ValueError, KeyError) as error:
+        pytest.fail(f"the broker's secured listener is not known: {error}", pytrace=False)
+    if broker.plaintext != kafka_bootstrap:
+        pytest.fail(
+            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_KAFKA_BOOTSTRAP "
+            f"({kafka_bootstrap}): set LANEWAY_SECURED_LISTENER to that broker's secured.json",
+            pytrace=False,
+        )
+    return broker
+
+
+@pytest.fixture(autouse=True)
+def _fresh_repeat_memory() -> None:
+    """Each test starts with laneway's repeat filter empty (see laneway.logs): a line an
+    earlier test logged is not held back from this one."""
+    forget_repeats()
+
+
+@pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """DSN of a real PostgreSQL server on 127.0.0.1 (scripts/postgres)."""
     yield from real_service("LANEWAY_POSTGRES_DSN", SCRIPTS / "postgres")
+
+
+@pytest.fixture(scope="session")
+def jaeger_endpoints() -> Iterator[dict[str, str]]:
+    """A real Jaeger on 127.0.0.1 (scripts/jaeger, in-memory storage): its ``otlp_http``,
+    ``otlp_grpc`` and ``query`` URLs (``LANEWAY_JAEGER`` holds them as JSON when set)."""
+    for endpoints in real_service("LANEWAY_JAEGER", SCRIPTS / "jaeger"):
+        yield json.loads(endpoints)
 
 
 @pytest.fixture

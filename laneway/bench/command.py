@@ -28,6 +28,7 @@ from laneway.bench.engines.scenarios import (
 from laneway.bench.load.topologies import DEFAULT_TOPOLOGIES, Topology
 from laneway.bench.option_parsing import (
     count_list,
+    http_url,
     instruments_for,
     missing_extra,
     name_list,
@@ -35,6 +36,7 @@ from laneway.bench.option_parsing import (
     pipelines_for,
     topic_prefix_of,
     topology_list,
+    tracing_backend,
 )
 from laneway.bench.tools import bus, byte_bound, compare
 from laneway.options import EventLoop, uvloop_installed
@@ -121,6 +123,16 @@ from laneway.options import EventLoop, uvloop_installed
     "--bootstrap-servers",
     metavar="HOST:PORT",
     help="Run against this Kafka broker instead of the embedded log.",
+)
+@click.option(
+    "--value-format",
+    type=click.Choice(["bytes", "json", "avro"]),
+    default="bytes",
+    show_default=True,
+    help="What the records carry: bytes (10 ASCII digits), or a ~200-byte order record in "
+    "JSON (decoded into a msgspec.Struct; needs laneway[json]) or Avro (decoded into a dict; "
+    "needs laneway[avro]) that every engine, the raw loop included, decodes: the rows show "
+    "what decoding costs.",
 )
 @click.option(
     "--metrics",
@@ -221,6 +233,23 @@ from laneway.options import EventLoop, uvloop_installed
     "costs CPU: measure with it off.",
 )
 @click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    callback=http_url,
+    help="spike and paced: export the producer's and the consumers' spans over OTLP/HTTP to "
+    "this URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it (needs laneway[otlp]), e.g. "
+    "$(scripts/jaeger status --otlp-http).",
+)
+@click.option(
+    "--jaeger",
+    metavar="URL",
+    callback=http_url,
+    help="spike and paced, with --otlp-endpoint: read each run's traces back from this "
+    "Jaeger's query API (e.g. $(scripts/jaeger status --query)) and print the longest trace "
+    "and the percentiles computed from the traces beside the bench's own; with --plot, draw "
+    "each longest trace as a waterfall.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -255,6 +284,7 @@ def bench(
     repeat: int,
     timeout: float,
     bootstrap_servers: str | None,
+    value_format: str,
     metrics: str | None,
     tracing: bool,
     batch_size: int | None,
@@ -271,6 +301,8 @@ def bench(
     statement_timeout: float | None,
     slow_ms: float,
     trace_dir: Path | None,
+    otlp_endpoint: str | None,
+    jaeger: str | None,
 ) -> None:
     """Measure which engine fits which workload, with numbers.
 
@@ -302,6 +334,7 @@ def bench(
         )
     if loads and trace_dir is not None:
         instruments_for(None, True)  # --traces needs the OpenTelemetry SDK, as --tracing does
+    tracing_backend(loads, otlp_endpoint, jaeger)
     overrides = Overrides(
         messages=messages,
         partitions=partitions,
@@ -327,6 +360,7 @@ def bench(
         topic_prefix=topic_prefix,
         instruments=instruments_for(metrics, tracing) + pipelines_for(batch_size, results),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        value_format=value_format,
         json_path=json_path,
         plot_dir=plot_dir,
         profile_dir=profile_dir,
@@ -348,6 +382,9 @@ def bench(
             trace_dir=trace_dir,
             repeat=repeat,
             timeout=timeout,
+            otlp_endpoint=otlp_endpoint,
+            jaeger=jaeger,
+            plot_dir=plot_dir,
         ),
     )
     try:

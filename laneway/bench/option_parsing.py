@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import urllib.parse
 from collections.abc import Callable
 
 import click
@@ -95,6 +96,44 @@ def instruments_for(metrics: str | None, tracing: bool) -> tuple[str, ...]:
             flag = "tracing" if name == "tracing" else "metrics"
             raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
     return chosen
+
+
+def http_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An ``http(s)://HOST:PORT[/PATH]`` URL without its trailing slash (``--otlp-endpoint``,
+    ``--jaeger``)."""
+    if value is None:
+        return None
+    parsed = urllib.parse.urlsplit(value.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise click.BadParameter(
+            f"{value!r} is not valid; expected an http:// or https:// URL, e.g. "
+            "http://127.0.0.1:4318 (scripts/jaeger status prints Jaeger's)"
+        )
+    return value.strip().rstrip("/")
+
+
+def tracing_backend(loads: tuple[str, ...], otlp_endpoint: str | None, jaeger: str | None) -> None:
+    """Check ``--otlp-endpoint`` and ``--jaeger``: for spike and paced, the second reads
+    back what the first exported, and the first needs the OTLP exporter."""
+    if (otlp_endpoint or jaeger) and not loads:
+        flag = "--otlp-endpoint" if otlp_endpoint else "--jaeger"
+        raise click.UsageError(f"{flag} is for the spike and paced scenarios: add one of them")
+    if jaeger and not otlp_endpoint:
+        raise click.UsageError(
+            "--jaeger reads back the traces --otlp-endpoint exports: give both (the OTLP/HTTP "
+            "endpoint and the query URL of the same Jaeger)"
+        )
+    if otlp_endpoint and not _importable("opentelemetry.exporter.otlp.proto.http"):
+        raise click.UsageError(
+            "--otlp-endpoint needs the OTLP exporter: pip install 'laneway[otlp]'"
+        )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def pipelines_for(batch_size: int | None, results: bool) -> tuple[str, ...]:

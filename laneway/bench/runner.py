@@ -68,6 +68,8 @@ class BenchOptions:
     profile_dir: Path | None
     instruments: tuple[str, ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
+    value_format: str = "bytes"
+    """What the records carry and handlers get (see :mod:`laneway.bench.engines.value_formats`)."""
     load: LoadOptions | None = None
     """The spike and paced scenarios' choices, when any of them is asked for."""
 
@@ -120,10 +122,10 @@ def run_bench(options: BenchOptions) -> bool:
 def _target(options: BenchOptions) -> Target:
     """The log the engine and share scenarios run on: Kafka when given, else embedded."""
     if options.bootstrap_servers:
-        kafka = KafkaTarget(options.bootstrap_servers, options.topic_prefix)
+        kafka = KafkaTarget(options.bootstrap_servers, options.topic_prefix, options.value_format)
         kafka.check()
         return kafka
-    return EmbeddedTarget()
+    return EmbeddedTarget(options.value_format)
 
 
 def _run_engines(
@@ -154,6 +156,7 @@ def _run_engines(
             echo_port,
             options.event_loop,
             options.batch_size,
+            options.value_format,
         )
         overall = progress.add_task(f"laneway bench ({target.kind})", total=len(runs))
         measured: dict[tuple[str, str], list[list[Ceiling]]] = {}
@@ -179,6 +182,8 @@ def _run_engines(
     attach_ceilings(merged, limits)
     advice = recommendations(merged)
     title = f"laneway bench on the {target.kind} log"
+    if options.value_format != "bytes":
+        title += f", {options.value_format} values decoded"
     if isinstance(target, KafkaTarget):
         title += f" at {target.bootstrap_servers}"
     loop_name = resolve(options.event_loop).value
@@ -299,6 +304,7 @@ def _settings(options: BenchOptions, target: Target | None, started_at: str) -> 
         "ceilings": options.ceilings,
         "twins": list(options.instruments),
         "batch_size": options.batch_size,
+        "value_format": options.value_format,
         "overrides": asdict(options.overrides),
         "started_at": started_at,
         "argv": list(sys.argv),

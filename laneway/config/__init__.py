@@ -3,6 +3,7 @@
 from laneway.config.consumer_config import (
     ConsumerConfig,
     ConsumerOptions,
+    OptionsBesidesDecoding,
     OptionsBesidesEngine,
     env_variable,
     option_defaults,
@@ -18,6 +19,7 @@ __all__ = [
     "ConsumerConfig",
     "ConsumerOptions",
     "FailureCallback",
+    "OptionsBesidesDecoding",
     "OptionsBesidesEngine",
     "env_variable",
     "option_defaults",

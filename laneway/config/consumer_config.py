@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import pickle
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from laneway.config.failures import FailureKeywords, FailureOptions
 from laneway.config.flow import FlowKeywords, FlowOptions
 from laneway.config.limits import LimitKeywords, LimitOptions
+from laneway.config.messages import DecodingKeywords, MessageOptions, SerializingKeywords
 from laneway.config.observing import ObservingKeywords, ObservingOptions
 from laneway.config.running import EngineKeyword, RunningKeywords, RunningOptions
 from laneway.errors import ConfigError
@@ -37,7 +39,9 @@ from laneway.retry import RetryPolicy
 # A dataclass takes the fields of its bases in reverse order of the bases, so the groups
 # are listed last-to-first: running options come first in every derived list.
 @dataclass(frozen=True)
-class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions, RunningOptions):
+class ConsumerConfig(
+    MessageOptions, ObservingOptions, LimitOptions, FailureOptions, FlowOptions, RunningOptions
+):
     """The validated, immutable options of a :class:`laneway.Consumer`.
 
     Build it with :meth:`from_options` (what ``Consumer(...)`` does) or directly with
@@ -54,7 +58,9 @@ class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions
             spec = each.metadata.get("option")
             if spec is not None:
                 object.__setattr__(self, each.name, spec.check(getattr(self, each.name), each.name))
+        concurrency_given = self.concurrency is not None
         self._check_running()
+        self._check_concurrency_fits(concurrency_given)
         if self.batch_size is not None and self.batch_size > self.max_buffered:
             raise ConfigError(
                 f"batch_size={self.batch_size} is not valid with max_buffered="
@@ -84,10 +90,50 @@ class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions
                 "concurrency_limit='adaptive': limits gate single messages, and a batch "
                 "handler's calls are not gated; use one or the other"
             )
+        if engine is EngineKind.PROCESS:
+            self._check_picklable()
         retry = RetryPolicy(
-            self.max_retries, self.retry_backoff, self.retry_backoff_max, self.handler_timeout
+            self.max_retries,
+            self.retry_backoff,
+            self.retry_backoff_max,
+            self.handler_timeout,
+            self.poison_threshold,
+            self.poison_cooldown,
         )
         object.__setattr__(self, "retry", retry)
+
+    def _check_picklable(self) -> None:
+        """Process workers decode with their own copy of each deserializer: it must pickle
+        (a codec of :mod:`laneway.serde` does; a lambda does not)."""
+        for name in ("value_deserializer", "key_deserializer"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                pickle.dumps(value, protocol=5)
+            except Exception as error:
+                raise ConfigError(
+                    f"{name}={value!r:.60} is not valid with engine='process': its workers "
+                    f"decode with a copy, and it cannot be pickled ({error}); use a "
+                    "laneway.serde codec or a module-level function"
+                ) from None
+
+    def _check_concurrency_fits(self, given: bool) -> None:
+        """No more handlers can run than messages are buffered: a ``concurrency`` above
+        ``max_buffered`` could never be used, so asking for one is an error; an engine's
+        default concurrency is lowered to ``max_buffered`` instead."""
+        if self.concurrency <= self.max_buffered:
+            return
+        if not given:
+            object.__setattr__(self, "concurrency", self.max_buffered)
+            return
+        raise ConfigError(
+            f"concurrency={self.concurrency} is not valid with max_buffered="
+            f"{self.max_buffered}: at most max_buffered messages are fetched and unfinished "
+            f"at once, so no more than {self.max_buffered} handlers could ever run; lower "
+            "concurrency or raise max_buffered (a few times concurrency keeps every "
+            "handler busy)"
+        )
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> ConsumerConfig:
@@ -101,11 +147,30 @@ class ConsumerConfig(ObservingOptions, LimitOptions, FailureOptions, FlowOptions
         return config
 
 
-class OptionsBesidesEngine(
-    RunningKeywords, FlowKeywords, FailureKeywords, LimitKeywords, ObservingKeywords
+class OptionsBesidesDecoding(
+    RunningKeywords,
+    FlowKeywords,
+    FailureKeywords,
+    LimitKeywords,
+    ObservingKeywords,
+    SerializingKeywords,
 ):
-    """The keywords of ``Consumer(...)`` but ``engine``, typed: each overload of
-    ``Consumer.__init__`` names ``engine`` itself, with the handler type it allows."""
+    """The keywords of ``Consumer(...)`` but ``engine`` and the deserializers, typed: each
+    overload of ``Consumer.__init__`` names those itself, with the handler type they
+    allow."""
+
+
+class OptionsBesidesEngine(
+    RunningKeywords,
+    FlowKeywords,
+    FailureKeywords,
+    LimitKeywords,
+    ObservingKeywords,
+    DecodingKeywords,
+    SerializingKeywords,
+):
+    """The keywords of ``Consumer(...)`` but ``engine``, typed (the deserializers loosely:
+    an engine chosen at run time takes any handler)."""
 
 
 class ConsumerOptions(EngineKeyword, OptionsBesidesEngine):

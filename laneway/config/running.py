@@ -69,9 +69,11 @@ class RunningOptions:
             number(nullable=True),
             "int",
             "for I/O of latency L at throughput T use at least T x L; with ordering=key more "
-            "than the busy keys buys nothing; process: the core count",
+            "than the busy keys buys nothing; process: the core count; never above "
+            "max_buffered (an error: those handlers could never run)",
             nullable=True,
-            shown_default="sync 1, thread 64, async 256, process one per core",
+            shown_default="sync 1, thread 64, async 256, process one per core; at most "
+            "max_buffered",
         ),
     )
     event_loop: EventLoop = option(

@@ -7,8 +7,8 @@ from typing import NamedTuple, cast
 
 from laneway.control.fair_share import FairShare, PartitionControl
 from laneway.offsets.progress import PartitionLoad, Progress
-from laneway.sources.base import PrefetchingSource
-from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.base import PrefetchingSource, SourceCapabilities
+from laneway.sources.capabilities import PARTITIONED_LOG
 from laneway.types import PartitionId
 
 IDLE_POLL_TIMEOUT = 0.1

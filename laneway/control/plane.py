@@ -10,35 +10,37 @@ The parts, each its own object: the source's :class:`~laneway.offsets.progress.P
 :class:`~laneway.producing.result_writers.ResultWriter` (handler results), both chosen for the
 consumer's guarantee by :func:`~laneway.control.durability.durability`,
 :class:`Backpressure` (how much to fetch, when to pause), :class:`StopConditions` (when a
-run ends), the :class:`DeadLetterRouter` (failed messages) and the :class:`Tally`
-(counters for ``stats()`` and metrics).
+run ends), the :class:`DeadLetterRouter` (failed messages), the :class:`MessageCodecs`
+(deserializers and serializers) and the :class:`Tally` (counters for ``stats()`` and
+metrics).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
+from laneway.control.backlog import Backlog, BacklogWatch
 from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
+from laneway.control.codecs import MessageCodecs
 from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
 from laneway.control.stalls import StallWatch
-from laneway.control.stopping import StopConditions
+from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
 from laneway.engines.base import Completions, Engine
-from laneway.errors import SourceError, TransactionError
+from laneway.errors import AccessDeniedError, SourceError, TransactionError
+from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
-from laneway.sources.base import Source
-from laneway.sources.capabilities import SourceCapabilities
+from laneway.sources.base import Source, SourceCapabilities
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Message, PartitionId
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _position = attrgetter("topic", "partition", "offset")
 
@@ -68,6 +70,7 @@ class ControlPlane:
         self.completions = Completions()
         self._progress, self._results = durability(source, config, tracing)
         self._router = DeadLetterRouter(source, config, tracing)
+        self._codecs = MessageCodecs(config)
         self._backpressure = Backpressure(
             source,
             config.max_buffered,
@@ -76,8 +79,12 @@ class ControlPlane:
             capabilities,
         )
         self._stopping = StopConditions(stop, None, None)
+        self.denied: AccessDeniedError | None = None
+        """The cluster's first refusal for good (see :meth:`refused`)."""
+        self._abandoned = 0
         self._tally = Tally(config.metrics)
-        self._stalls = StallWatch(engine, config.stall_timeout, config.on_stall)
+        self._backlog = BacklogWatch()
+        self._stalls = StallWatch.for_config(engine, config)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -97,7 +104,7 @@ class ControlPlane:
                 # next interval (or the revocation) commits the same offsets.
                 self._commit_or_warn(self._progress.partitions, "timed commit")
                 next_commit = now + interval
-            if self._tally.due(now):
+            if self._backlog.due(now):
                 self._sample(now)
             self._poll(now)
 
@@ -107,21 +114,22 @@ class ControlPlane:
         self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
-            if (
-                not self._engine.in_flight
-                and not self._router.pending
-                and not self._results.pending
-            ):
+            if self._drained():
                 break
             self.completions.wait(0.05)
-            self._collect()
-        self._collect()
+            self._collect_unless_refused()
+        self._collect_unless_refused()
+        if not self._drained():
+            drain_timeout = self._config.drain_timeout
+            self._abandoned = abandon(self._progress, self._engine, drain_timeout, abort.is_set())
         failed: TransactionError | None = None
         try:
             self._commit_or_warn(self._progress.partitions, "final commit")
         except TransactionError as error:
             failed = error
             log.error("final commit failed: %s", error)
+        except AccessDeniedError as denial:
+            self.refused(denial)
         now = time.monotonic()
         self._tally.end(now)
         self._stalls.look(now)  # the final gauges: nothing runs any more
@@ -134,12 +142,45 @@ class ControlPlane:
         except TransactionError as error:
             failed = failed or error
             log.error("commit on close failed: %s", error)
+        except AccessDeniedError as denial:
+            self.refused(denial)
         remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
         self._results.close(remaining)
         self._engine.close(remaining)
         self._stalls.stop()
+        if self.denied is not None:
+            raise self.denied
         if failed is not None:
             raise failed
+
+    def refused(self, denial: AccessDeniedError) -> None:
+        """The cluster refused this consumer for good: keep the first refusal (health
+        names it, :meth:`shut_down` waits for no write, since none can succeed, and
+        raises it) and log it once as an ERROR."""
+        if self.denied is None:
+            self.denied = denial
+            log.error("stopping: %s", denial)
+
+    def _drained(self) -> bool:
+        """Nothing runs any more: no handler, dead letter or result write under way (after
+        a refusal, only handlers are waited for)."""
+        if self.denied is not None:
+            return not self._engine.in_flight
+        return not (self._engine.in_flight or self._router.pending or self._results.pending)
+
+    def _unsettled(self, partitions: Collection[PartitionId]) -> bool:
+        """Whether messages of ``partitions`` are still to be settled (after a refusal,
+        only handlers still running count: no write can succeed)."""
+        if self.denied is not None:
+            return bool(self._engine.in_flight)
+        return bool(self._progress.running(partitions))
+
+    def _collect_unless_refused(self) -> None:
+        """:meth:`_collect` while shutting down: a refusal is kept for the end."""
+        try:
+            self._collect()
+        except AccessDeniedError as denial:
+            self.refused(denial)
 
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
@@ -156,7 +197,7 @@ class ControlPlane:
         self._collect()
         self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
-        while self._progress.running(owned) and time.monotonic() < deadline:
+        while self._unsettled(owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
@@ -203,7 +244,15 @@ class ControlPlane:
         self._stopping.arrived(now)
         dispatch = self._progress.accept(messages)
         if dispatch:
-            self._submit(dispatch)
+            self._submit(self._decoded(dispatch))
+
+    def _decoded(self, messages: list[Message]) -> list[Message]:
+        """``messages`` with their typed views (see :mod:`laneway.control.codecs`); those
+        that do not decode go to dead letters at once, without running."""
+        records, undecodable = self._codecs.decoded(messages)
+        if undecodable:
+            self._router.route(undecodable)
+        return records
 
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
@@ -216,6 +265,8 @@ class ControlPlane:
             self._tally.retried(retries)
         handled = len(finished)
         if results:
+            results, unencodable = self._codecs.encoded(results)
+            failed.extend(unencodable)
             self._results.write(results)
             # The drain rate counts messages when their handler is done, not when their
             # results are acknowledged: backpressure weighs them as handler work only
@@ -225,6 +276,10 @@ class ControlPlane:
         if unwritten:
             failed.extend(unwritten)
         reported = bool(failed)
+        if reported:
+            failed, undecodable = self._codecs.undecodable(failed)
+            if undecodable:
+                self._router.route(undecodable)
         failed = self._progress.failed(failed)
         if failed:
             opened = self._router.route(failed)
@@ -242,7 +297,7 @@ class ControlPlane:
         self._backpressure.finished(handled + len(settled), now)
         released = self._progress.settle(finished, settled)
         if released:
-            self._submit(released)
+            self._submit(self._decoded(released))
 
     def _divert_queued(self, partitions: Collection[PartitionId]) -> None:
         """A key's circuit just opened: take back what the engine has queued of its
@@ -260,28 +315,40 @@ class ControlPlane:
 
     def _commit_or_warn(self, partitions: Collection[PartitionId], what: str) -> None:
         """Commit, logging instead of raising when the source refuses (the offsets stay
-        uncommitted and are tried again by the next commit)."""
+        uncommitted and are tried again by the next commit); a refusal for good
+        (:class:`AccessDeniedError`) is raised."""
         try:
             self._progress.commit(partitions)
+        except AccessDeniedError:
+            raise  # permanent: ends the run
         except SourceError as error:
             log.warning("%s failed: %s", what, error)
 
     def _sample(self, now: float) -> None:
-        if not self._tally.detailed:
-            return
         progress = self._progress
         owned = progress.partitions
+        ends = self._source.log_ends(owned) if owned else {}
+        owned_figures = progress.backlog(ends)
+        backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        if not self._tally.detailed:
+            return
         committed = {pid: offset for pid, offset in progress.committed().items() if pid in owned}
         self._tally.sample(
-            now,
             in_flight=self._engine.in_flight,
             buffered=progress.counts.buffered,
             paused=self._backpressure.paused_count(owned),
             committed=committed,
             worker_restarts=self._engine.worker_restarts,
             oldest=self._stalls.report.oldest_by_partition,
-            ends=self._source.log_ends(committed) if committed else {},
+            ends=ends,
+            backlog=backlog,
         )
+
+    @property
+    def backlog(self) -> Backlog:
+        """The latest backlog sample (see :class:`~laneway.control.backlog.BacklogWatch`);
+        safe to read from any thread."""
+        return self._backlog.latest
 
     def stats(self) -> ConsumerStats:
         tally = self._tally
@@ -307,4 +374,6 @@ class ControlPlane:
             rebalances=tally.rebalances,
             oldest_in_flight=self._stalls.report.oldest,
             stalled=self._stalls.report.stalls,
+            abandoned=self._abandoned,
+            deserialization_failures=self._codecs.failures,
         )

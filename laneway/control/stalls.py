@@ -9,15 +9,68 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
-from laneway.options import STALL_EXIT_CODE, StallAction
+from laneway.logs import get_logger
+from laneway.options import STALL_EXIT_CODE, EngineKind, StallAction
+from laneway.retry import RetryPolicy
 from laneway.types import Message, PartitionId, Stall
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CHECK_EVERY = 1.0
 """Seconds between two looks at the engine's running messages (at most; a quarter of
 ``stall_timeout`` when that is shorter)."""
+
+
+def attempts_bound(policy: RetryPolicy) -> float:
+    """The longest a message can stay in its handler under ``policy`` when every attempt
+    runs out its ``timeout``: all attempts plus the longest backoffs between them (0 when
+    attempts are not bounded)."""
+    if policy.timeout is None:
+        return 0.0
+    backoffs = sum(
+        min(policy.backoff_max, policy.backoff * 2.0**retry) for retry in range(policy.max_retries)
+    )
+    return (policy.max_retries + 1) * policy.timeout + backoffs
+
+
+def stall_advice(config: ConsumerConfig) -> str:
+    """What to do about a stall, for the consumer's engine and its ``handler_timeout``.
+
+    The sync and thread engines refuse ``handler_timeout`` (a thread cannot be
+    interrupted); async and process take it, and once it is set a stall means either a
+    ``stall_timeout`` below what retries of bounded attempts may take, or (async) a handler
+    that blocks the event loop, which cancelling cannot stop."""
+    engine, policy = config.engine, config.retry
+    if engine in (EngineKind.SYNC, EngineKind.THREAD):
+        where = "the control thread" if engine is EngineKind.SYNC else "a worker thread"
+        return (
+            f"It runs on {where} (engine={engine.value!r}), which cannot be interrupted, so "
+            "handler_timeout is refused there: bound the blocking call inside the handler "
+            "(a client or query timeout), or use engine='async' or 'process' with "
+            "handler_timeout"
+        )
+    what = "cancels the attempt" if engine is EngineKind.ASYNC else "replaces the worker"
+    if policy.timeout is None:
+        return f"Set handler_timeout: engine={engine.value!r} {what} when an attempt runs past it"
+    bound = attempts_bound(policy)
+    if config.stall_timeout < bound:
+        return (
+            f"Each attempt is bounded by handler_timeout={policy.timeout:g} s, but with "
+            f"max_retries={policy.max_retries} and their backoffs a message may take up to "
+            f"{bound:g} s in all: raise stall_timeout above that, or lower max_retries"
+        )
+    if engine is EngineKind.ASYNC:
+        return (
+            f"With handler_timeout={policy.timeout:g} s set, the handler must be blocking the "
+            "event loop (a blocking call in an async def cannot be cancelled): move it to "
+            "asyncio.to_thread() or use an async client"
+        )
+    return (
+        f"With handler_timeout={policy.timeout:g} s set, its worker should have been "
+        "replaced already: look for worker restart errors in the log"
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +96,8 @@ class StallWatch:
     and ``handler_timeout`` (async and process engines) is what bounds an attempt. The
     age counts from the message's first attempt, retries and backoffs included, and for
     the process engine from when the watch first saw it running (within a second).
+    ``advice`` ends each warning: what to do about it for this consumer (see
+    :func:`stall_advice`, which :meth:`for_config` uses).
     """
 
     def __init__(
@@ -51,16 +106,24 @@ class StallWatch:
         timeout: float,
         action: StallAction = StallAction.WARN,
         exit_process: Callable[[int], object] = os._exit,
+        advice: str = "Bound the blocking call inside the handler.",
     ) -> None:
         self._engine = engine
         self._timeout = timeout
         self._action = action
         self._exit = exit_process
+        self._advice = advice
         self._interval = min(CHECK_EVERY, timeout / 4)
         self._warned: set[tuple[str, int, int]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.report = InFlightReport()
+
+    @classmethod
+    def for_config(cls, engine: Engine, config: ConsumerConfig) -> StallWatch:
+        """The watch of a consumer with ``config``: its ``stall_timeout``, ``on_stall`` and
+        the advice for its engine."""
+        return cls(engine, config.stall_timeout, config.on_stall, advice=stall_advice(config))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="laneway-stall-watch", daemon=True)
@@ -108,14 +171,14 @@ class StallWatch:
             log.warning(
                 "the handler has been running for %.1f s on %s[%d]@%d (key %r), longer than "
                 "stall_timeout=%g s; it holds its key's lane and its partition's commit "
-                "point. A thread cannot be interrupted: use handler_timeout with the async "
-                "or process engine to bound an attempt",
+                "point. %s",
                 stall.seconds,
                 stall.topic,
                 stall.partition,
                 stall.offset,
                 stall.key,
                 self._timeout,
+                self._advice,
                 extra={"topic": stall.topic, "partition": stall.partition, "offset": stall.offset},
             )
         self._warned = current

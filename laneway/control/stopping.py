@@ -1,9 +1,19 @@
-"""StopConditions: when a consumer's run ends, and how much more it may fetch."""
+"""When a consumer's run ends (:class:`StopConditions`), how much more it may fetch, and
+what a shutdown whose drain ended early leaves behind (:func:`abandon`)."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+from laneway.engines.base import Engine
+from laneway.logs import get_logger
+from laneway.offsets.progress import Progress
+
+log = get_logger(__name__)
+
+NAMED_AT_MOST = 100
+"""How many running messages the abandonment ERROR names (the others are counted)."""
 
 
 class StopConditions:
@@ -50,3 +60,42 @@ class StopConditions:
         """How many messages the run still waits for (``max_messages`` must be set)."""
         assert self._max_messages is not None
         return self._max_messages - handled
+
+
+def abandon(progress: Progress, engine: Engine, drain_timeout: float, aborted: bool) -> int:
+    """After a shutdown's drain ended with work unfinished (``drain_timeout`` expired, or
+    ``aborted`` by a second signal or ``stop(drain=False)``): log one ERROR naming each
+    message still in its handler (topic, partition, offset and for how long; never its key
+    or value, up to :data:`NAMED_AT_MOST` of them) and saying that their offsets stay
+    uncommitted; return how many dispatched messages of the owned partitions were not
+    finished (in a handler, queued for a worker, or waiting for their dead letter or
+    results to be written). They run again after a restart, as after a crash."""
+    owned = progress.partitions
+    unfinished = progress.running(owned)
+    if not unfinished:
+        return 0
+    now = time.monotonic()
+    running = sorted(
+        (message.topic, message.partition, message.offset, now - since)
+        for message, since in engine.running()
+        if (message.topic, message.partition) in owned
+    )
+    named = ", ".join(f"{t}[{p}]@{o} (for {age:.1f} s)" for t, p, o, age in running[:NAMED_AT_MOST])
+    why = "the drain was aborted" if aborted else f"drain_timeout={drain_timeout:g} s expired"
+    detail = f"; still in their handler: {named}" if named else ""
+    if len(running) > NAMED_AT_MOST:
+        detail += f" and {len(running) - NAMED_AT_MOST} more"
+    others = unfinished - len(running)
+    if others > 0:
+        detail += (
+            f"; {others} more dispatched (queued for a worker, or waiting for their dead "
+            "letter or results to be written)"
+        )
+    log.error(
+        "stopped with %d message(s) unfinished: %s. Their offsets stay uncommitted (so do "
+        "those after them in their partitions): they run again after a restart%s",
+        unfinished,
+        why,
+        detail,
+    )
+    return unfinished

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from operator import attrgetter
 
+from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
 from laneway.stats import LatencyWindow
 from laneway.types import Message, PartitionId
-
-GAUGE_EVERY = 1.0
-"""Seconds between two reports of the gauges (levels are sampled, counters are not)."""
 
 _topic_of = attrgetter("topic")
 _timestamp_of = attrgetter("timestamp")
@@ -23,8 +22,9 @@ class Tally:
     """Counts what the control plane did, once, for both :meth:`ControlPlane.stats` and a
     :class:`~laneway.metrics.Metrics` backend.
 
-    Counters are reported as they change, by topic; gauges every ``GAUGE_EVERY`` seconds
-    and at the end of a run (:meth:`sample`). With the no-op backend the breakdown by
+    Counters are reported as they change, by topic; gauges when the control plane samples
+    them (:meth:`sample`: every :data:`~laneway.control.backlog.SAMPLE_EVERY` seconds and
+    at the end of a run). With the no-op backend the breakdown by
     topic is skipped, so an uninstrumented consumer pays one integer addition per batch.
     """
 
@@ -38,9 +38,9 @@ class Tally:
         self.started: float | None = None
         self.ended: float | None = None
         self._last_finished: float | None = None
-        self._sampled_at: float | None = None
         self._sole_topic: str | None = None
         self._restarts = 0
+        self._backlog_shown: set[PartitionId] = set()
 
     @property
     def handled(self) -> int:
@@ -98,10 +98,10 @@ class Tally:
         for topic, group, times in self._by_topic(messages, durations):
             labels = (topic,)
             metrics.increment(counter, len(group), labels)
-            stamps = list(map(_timestamp_of, group))
-            metrics.observe(
-                Metric.END_TO_END_LATENCY, Distribution.of_ages(now_ms, stamps, _E2E), labels
-            )
+            ages = Distribution.of_ages(now_ms, list(map(_timestamp_of, group)), _E2E)
+            metrics.observe(Metric.END_TO_END_LATENCY, ages, labels)
+            if ages.clamped:
+                metrics.increment(Metric.CLOCK_SKEW, ages.clamped, labels)
             if times:
                 batch = Distribution.of_values(times, _HANDLER)
                 metrics.observe(Metric.HANDLER_DURATION, batch, labels)
@@ -135,15 +135,8 @@ class Tally:
         self.rebalances += 1
         self._metrics.increment(Metric.REBALANCES, 1)
 
-    def due(self, now: float) -> bool:
-        """Whether the gauges are due for a :meth:`sample`."""
-        if not self._detailed:
-            return False
-        return self._sampled_at is None or now - self._sampled_at >= GAUGE_EVERY
-
     def sample(
         self,
-        now: float,
         in_flight: int,
         buffered: int,
         paused: int,
@@ -151,11 +144,12 @@ class Tally:
         worker_restarts: int,
         oldest: Mapping[PartitionId, float],
         ends: Mapping[PartitionId, int],
+        backlog: Backlog,
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
-        (where ``ends`` knows it) and the age of the oldest running message (0: none)."""
-        self._sampled_at = now
+        (where ``ends`` knows it) and the age of the oldest running message (0: none);
+        and the ``backlog`` (see :meth:`_backlog`)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -170,3 +164,20 @@ class Tally:
         if worker_restarts > self._restarts:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts
+        self._backlog(backlog)
+
+    def _backlog(self, backlog: Backlog) -> None:
+        """The backlog of each partition in ``backlog`` and 0 for those reported before and
+        no longer owned (a sum over the group's members counts each partition once; the
+        last value would stay otherwise), and the drain time (NaN when unknown)."""
+        metrics = self._metrics
+        shown = set()
+        for partition in backlog.partitions:
+            pid = (partition.topic, partition.partition)
+            shown.add(pid)
+            metrics.gauge(Metric.BACKLOG, partition.backlog, (pid[0], str(pid[1])))
+        for topic, number in self._backlog_shown - shown:
+            metrics.gauge(Metric.BACKLOG, 0, (topic, str(number)))
+        self._backlog_shown = shown
+        drain = backlog.drain_seconds
+        metrics.gauge(Metric.DRAIN_SECONDS, math.nan if drain is None else drain)

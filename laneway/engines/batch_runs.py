@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from laneway.results import Outcomes, Records, records_of
+from laneway.engines.circuit import KeyCircuitBreaker
+from laneway.results import ALLOWED, Outcomes, Records, records_of
 from laneway.retry import RetryPolicy, failed_for_good, log_retry
 from laneway.types import Failure, Message
 
@@ -72,24 +73,55 @@ class BatchOutcome:
     unstarted: list[Message] = field(default_factory=list)
 
 
+BATCH_ALLOWED = f"{ALLOWED}, or laneway.Outcomes"
+"""What a batch handler may return, as error messages say it."""
+
+
 def check_batch(returned: object, size: int) -> Checked:
     """A batch handler's return value for a batch of ``size``; ``TypeError`` if not allowed
-    (see :mod:`laneway.results`)."""
+    (see :mod:`laneway.results`). An outcome in :class:`Outcomes` that is not allowed
+    fails its own message with that ``TypeError``."""
     if not isinstance(returned, Outcomes):
-        return records_of(returned)
+        return records_of(returned, BATCH_ALLOWED)
     outcomes = returned.outcomes
     if len(outcomes) != size:
         raise TypeError(
             f"the handler returned Outcomes for {len(outcomes)} messages, but its batch held "
             f"{size}: give one outcome per message, in the batch's order"
         )
-    return PerMessage(o if isinstance(o, BaseException) else records_of(o) for o in outcomes)
+    return PerMessage(_checked_outcome(i, o) for i, o in enumerate(outcomes))
+
+
+def _checked_outcome(index: int, outcome: object) -> Records | BaseException:
+    if isinstance(outcome, BaseException):
+        return outcome
+    try:
+        return records_of(outcome, f"an exception, {ALLOWED} for each message")
+    except TypeError as error:
+        return TypeError(f"Outcomes[{index}]: {error}")
 
 
 def steps(
+    batch: list[Message],
+    policy: RetryPolicy,
+    out: BatchOutcome,
+    circuit: KeyCircuitBreaker | None = None,
+) -> Generator[Step, object, None]:
+    """The algorithm of the module docs, filling ``out`` as it goes. With a ``circuit``,
+    messages of keys whose circuit is open fail as ``CircuitOpen`` without a call, and the
+    batch's final failures are counted in it when it is done."""
+    if circuit is None:
+        yield from _steps(batch, policy, out)
+        return
+    runnable = circuit.admit(batch, out.failed)
+    if runnable:
+        yield from _steps(runnable, policy, out)
+    circuit.record(out.failed)
+
+
+def _steps(
     batch: list[Message], policy: RetryPolicy, out: BatchOutcome
 ) -> Generator[Step, object, None]:
-    """The algorithm of the module docs, filling ``out`` as it goes."""
     pending = batch
     attempts = 0
     while True:

@@ -13,12 +13,16 @@ applied once, when the invoker is built, so a consumer without hooks calls the u
 function directly.
 
 *Limits* (``max_rate``, ``concurrency_limit="adaptive"``) are a gate each message passes
-before its handler runs (:mod:`laneway.engines.admission.gate`): outside the attempt, so
-waiting there counts neither as handler time nor against ``handler_timeout``. A message
-is taken from its run before the wait, so that idle workers (which take over the
-unstarted tail of a busy worker's run in unordered mode) cannot keep robbing the worker
-at the head of the gate's queue. Without limits no gate exists and the loops below skip
-it. Batch handlers take no gate (the config refuses limits with ``batch_size``)."""
+before its handler runs (:mod:`laneway.engines.admission.gate`), outside the attempt:
+waiting there counts neither as handler time nor against ``handler_timeout``. A message is
+taken from its run before the wait, so idle workers taking over a busy run's tail (in
+unordered mode) cannot keep robbing the worker at the head of the gate's queue. Batch
+handlers take no gate (the config refuses limits with ``batch_size``).
+
+*The key circuit* (``poison_threshold``, :class:`~laneway.engines.circuit.KeyCircuitBreaker`)
+is checked right before a message runs (a batch: before each call) and told each final
+failure right after it, in the same worker: a message of a key whose circuit is open fails
+as ``CircuitOpen`` without running, so a key's lane stops at the threshold."""
 
 from __future__ import annotations
 
@@ -29,15 +33,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, MutableSequence, Sequence
 
 from laneway.engines.admission.gate import AsyncGate, ThreadGate
-from laneway.engines.attempts import (
-    BATCH_ID,
-    INDEX,
-    AsyncHandler,
-    AttemptHook,
-    SyncHandler,
-)
+from laneway.engines.attempts import BATCH_ID, INDEX, AsyncHandler, AttemptHook, SyncHandler
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
+from laneway.engines.circuit import OPEN_ERROR, KeyCircuitBreaker, open_failure
 from laneway.engines.lifecycle import Lifecycle
 from laneway.engines.process.reply import BatchReply, BatchResult
 from laneway.engines.run_report import RunReport
@@ -87,6 +86,9 @@ class Invoker:
         """Most messages per handler call (``None``: one message, not a list)."""
         self.lifecycle = Lifecycle.of(handler)
         """The handler's ``open()``/``close()``: engines call them once per worker."""
+        limit, cooldown = policy.poison_threshold, policy.poison_cooldown
+        self.circuit = None if limit is None else KeyCircuitBreaker(limit, cooldown)
+        """The key circuit of ``poison_threshold``, checked before each message runs."""
         self._sync: SyncHandler = handler
         self._async: AsyncHandler = handler  # type: ignore[assignment]
         for hook in reversed(hooks):
@@ -120,6 +122,7 @@ class Invoker:
         report = RunReport(completions, slot, self.timed)
         wait = _waiter(stop)
         gate = self._thread_gate
+        circuit = self.circuit
         try:
             while run:
                 if stop.is_set():
@@ -128,6 +131,9 @@ class Invoker:
                     message = run.popleft()
                 except IndexError:
                     break
+                if circuit is not None and circuit.is_open(message):
+                    report.failed.append(open_failure(message))
+                    continue
                 if gate is not None and not gate.enter(stop):
                     run.appendleft(message)
                     break
@@ -153,6 +159,8 @@ class Invoker:
                     if error is None:
                         report.finished(message, records or [])
                     else:
+                        if circuit is not None:
+                            circuit.record_failure(message)
                         report.failed_for_good(Failure(message, *error))
                 else:
                     if records:
@@ -173,9 +181,13 @@ class Invoker:
         report = RunReport(completions, slot, self.timed)
         inline = policy.timeout is None
         gate = self._async_gate
+        circuit = self.circuit
         try:
             while run:
                 message = run.popleft()
+                if circuit is not None and circuit.is_open(message):
+                    report.failed.append(open_failure(message))
+                    continue
                 if gate is not None:
                     try:
                         await gate.enter()
@@ -210,6 +222,8 @@ class Invoker:
                 if error is None:
                     report.finished(message, records or [])
                 else:
+                    if circuit is not None:
+                        circuit.record_failure(message)
                     report.failed_for_good(Failure(message, *error))
                 if gate is not None:
                     gate.leave(report.settled(), attempts > 1 or error is not None)
@@ -242,7 +256,7 @@ class Invoker:
         slot.message, slot.since = batch[0], time.monotonic()
         outcome = BatchOutcome()
         handler, timeout = self._async, self.policy.timeout
-        plan = steps(batch, self.policy, outcome)
+        plan = steps(batch, self.policy, outcome, self.circuit)
         reply: object = None
         try:
             while True:
@@ -272,11 +286,10 @@ class Invoker:
         progress: MutableSequence[int],
     ) -> BatchResult:
         """A process worker's batch: run every row (a message as a plain tuple; ``None``:
-        given up already) in order, writing ``(batch_id, index)`` to the shared
-        ``progress`` array before each; return the failures, the handler time of each
-        message run when ``timed`` (else empty), which messages were retried and the
-        results. With ``batch_size`` the rows are run in handler batches of that size (the
-        index written is the first of the handler batch)."""
+        given up already) in order, writing ``(batch_id, index)`` to the shared ``progress``
+        array before each; return the failures, the handler time of each message run when
+        ``timed`` (else empty), which messages were retried and the results. With
+        ``batch_size``, in handler batches of that size (``index``: the batch's first)."""
         reply = BatchReply(self.timed)
         progress[INDEX] = -1
         progress[BATCH_ID] = batch_id
@@ -295,14 +308,21 @@ class Invoker:
     ) -> None:
         timed = self.timed
         gate = self._thread_gate
+        circuit = self.circuit
         for index, row in enumerate(rows):
             if row is None:
+                continue
+            message: Message = Message(*row)  # type: ignore[arg-type]
+            if circuit is not None and circuit.is_open(message):
+                reply.ran(index, time.monotonic(), (OPEN_ERROR, 0, None))
                 continue
             if gate is not None:
                 gate.enter(_NEVER)
             progress[INDEX] = index
             started = time.monotonic() if timed or gate else 0.0
-            outcome = self._run_in_worker(Message(*row))  # type: ignore[arg-type]
+            outcome = self._run_in_worker(message)
+            if circuit is not None and outcome[0] is not None:
+                circuit.record_failure(message)
             if gate is not None:
                 error, attempts, _ = outcome
                 gate.leave(time.monotonic() - started, attempts > 1 or error is not None)
@@ -315,7 +335,7 @@ class Invoker:
         reply: BatchReply,
         size: int,
     ) -> None:
-        live = [(index, Message(*row)) for index, row in enumerate(rows) if row is not None]  # type: ignore[arg-type]
+        live: list[tuple[int, Message]] = [(i, Message(*r)) for i, r in enumerate(rows) if r]  # type: ignore[arg-type]
         for start in range(0, len(live), size):
             chunk = live[start : start + size]
             progress[INDEX] = chunk[0][0]
@@ -329,7 +349,7 @@ class Invoker:
     ) -> None:
         """Run the steps of :func:`~laneway.engines.batch_runs.steps` with plain calls."""
         handler = self._sync
-        plan = steps(batch, self.policy, outcome)
+        plan = steps(batch, self.policy, outcome, self.circuit)
         reply: object = None
         while True:
             try:
@@ -348,9 +368,8 @@ class Invoker:
                 reply = wait(step.seconds)
 
     def _run_in_worker(self, message: Message) -> Outcome[Records]:
-        """One message with retries in a worker process, backoffs slept in place. A
-        handler that raises ``KeyboardInterrupt`` (which :func:`laneway.retry.call` does
-        not retry) fails that message too, so the worker survives it."""
+        """One message with retries in a worker process, backoffs slept in place; a
+        ``KeyboardInterrupt`` (not retried) fails that message too: the worker survives."""
         try:
             return call(self._sync, message, self.policy, _sleep, records_of)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
@@ -362,10 +381,7 @@ _NEVER = threading.Event()
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], bool]:
-    def wait(seconds: float) -> bool:
-        return not stop.wait(seconds)
-
-    return wait
+    return lambda seconds: not stop.wait(seconds)
 
 
 def _sleep(seconds: float) -> bool:

@@ -24,20 +24,24 @@ the engine's event loop; with the other engines they must be plain methods.
     handler = Reservations()   # laneway run myapp.handlers:handler --engine async
 
 If ``open()`` raises, the consumer does not start (the error names the handler); if
-``close()`` raises, the error is logged and shutdown goes on.
+``close()`` raises, the error is logged and shutdown goes on. ``close()`` runs once per
+worker also when SIGTERM or SIGINT reaches every process of the group (systemd, ``timeout``,
+``kill -TERM -PGID``): process-engine workers leave signals to the consumer, which drains
+them first. It does not run in a worker the consumer had to kill: one whose handler was
+still running when ``drain_timeout`` ran out, or one replaced after ``handler_timeout``.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from laneway.errors import ConfigError
+from laneway.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
 

@@ -6,8 +6,10 @@
 
     consumer = laneway.Consumer(source, handle, metrics=serve_metrics(9108))  # /metrics
 
-``laneway run --metrics-port 9108`` does the same (member *i* of ``--members`` serves on
-port + *i*).
+``/metrics`` listens on 127.0.0.1 unless told otherwise (``serve_metrics(9108,
+"0.0.0.0")`` for every interface, e.g. in a container scraped from outside). ``laneway run
+--metrics-port 9108`` does the same (``--metrics-address``; member *i* of ``--members``
+serves on port + *i*).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from laneway.metrics import (
     MetricDefinition,
     MetricKind,
 )
+
+LOOPBACK = "127.0.0.1"
+"""Where ``/metrics`` listens unless an address is given."""
 
 
 class _BulkHistogram(Collector):
@@ -104,16 +109,18 @@ class PrometheusMetrics:
         if batch.count:
             self._histograms[metric].observe(batch, labels)
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> int:
+    def serve(self, port: int, address: str = LOOPBACK) -> int:
         """Serve ``/metrics`` on ``address:port`` from a daemon thread; the port (0 picks
-        a free one)."""
+        a free one). Loopback by default: ``"0.0.0.0"`` or ``"::"`` serves every
+        interface."""
         server, _ = start_http_server(port, address, registry=self.registry)
         return int(server.server_port)
 
 
-def serve_metrics(port: int, address: str = "0.0.0.0") -> PrometheusMetrics:
-    """A new :class:`PrometheusMetrics` already serving ``/metrics`` on ``port``: pass it
-    as ``Consumer(..., metrics=...)``."""
+def serve_metrics(port: int, address: str = LOOPBACK) -> PrometheusMetrics:
+    """A new :class:`PrometheusMetrics` already serving ``/metrics`` on ``address:port``
+    (127.0.0.1 unless given: ``"0.0.0.0"`` or ``"::"`` for every interface): pass it as
+    ``Consumer(..., metrics=...)``."""
     metrics = PrometheusMetrics()
     metrics.serve(port, address)
     return metrics

@@ -45,23 +45,31 @@ Decoders, given the committed offset ``C`` they read the metadata with, must:
   digits and ``:`` (not written by laneway; another tool may own the metadata);
 * ignore, with a warning, a version they do not implement;
 * ignore a map whose ``COMMIT`` differs from ``C`` (written for another position);
-* ignore, with a warning, anything else that breaks this grammar or the rules above;
+* ignore, with a warning, anything else that breaks this grammar or the rules above,
+  among them a map that is not canonical (one that does not encode again to the same
+  text: a runs payload where the bitset would be no longer, a bitset where the runs
+  would be shorter, an over-long varint) and one reaching past offset ``2**63 - 1``;
 * drop finished offsets above ``C + limit`` for their own span limit (this bounds memory;
   dropped offsets are merely processed again, which at-least-once allows).
 
-Ignoring metadata is always safe: it only means finished work is done again.
+Ignoring metadata is always safe: it only means finished work is done again. Keeping it
+is not always safe: a finished offset at or past the partition's end (metadata written by
+another tool, or a log truncated by an unclean leader election) names a record that does
+not exist yet, and the record later written there would be skipped. So a reader also drops
+what lies at or past the end it knows (see :mod:`laneway.offsets.log_end`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import logging
 import re
 from collections.abc import Iterable
 from itertools import compress
 
-logger = logging.getLogger(__name__)
+from laneway.logs import get_logger
+
+logger = get_logger(__name__)
 
 VERSION = 1
 DEFAULT_MAX_METADATA_BYTES = 4096
@@ -171,38 +179,17 @@ def decode_window(
 
     The window is empty or ends with a 1 and is at most ``span_limit`` bytes long.
     """
-    if not metadata:
+    parsed = _parse(metadata, commit_offset)
+    if parsed is None:
         return b""
-    envelope = _ENVELOPE.match(metadata)
-    if envelope is None:
-        logger.debug("commit metadata %.40r is not laneway's; ignored", metadata)
-        return b""
-    if envelope.group(1) != str(VERSION):
-        logger.warning(
-            "commit metadata uses laneway format version %s, this release reads version %d;"
-            " ignored (finished offsets beyond the commit point will be processed again)",
-            envelope.group(1)[:20],
-            VERSION,
-        )
-        return b""
-    body = _V1.fullmatch(metadata)
-    if body is None:
-        return _corrupt(metadata, "malformed header or payload characters")
-    kind, written_for, text = body.groups()
-    if int(written_for) != commit_offset:
-        logger.debug(
-            "commit metadata was written for offset %s, not %d; ignored", written_for, commit_offset
-        )
-        return b""
-    try:
-        payload = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return _corrupt(metadata, "bad base64")
-    if base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii") != text:
-        return _corrupt(metadata, "non-canonical base64")
-    window = _bitset_to_window(payload) if kind == _BITSET else _runs_to_window(payload, span_limit)
+    kind, payload = parsed
+    if kind == _BITSET:
+        window = _checked_bitset(metadata, commit_offset, payload)
+    else:
+        runs = _checked_runs(metadata, commit_offset, payload)
+        window = None if runs is None else _runs_to_window(runs, span_limit)
     if window is None:
-        return _corrupt(metadata, f"invalid {'bitset' if kind == _BITSET else 'runs'} payload")
+        return b""
     if len(window) > span_limit:
         logger.info(
             "commit metadata for offset %d holds finished offsets beyond the span limit %d;"
@@ -211,6 +198,103 @@ def decode_window(
             span_limit,
         )
         return window[:span_limit].rstrip(b"\x00")
+    return window
+
+
+def runs_of(metadata: str, commit_offset: int) -> list[int] | None:
+    """The runs of usable metadata (see the format: unfinished, finished, ... lengths
+    tiling ``commit_offset + 1 .. commit_offset + span``), else ``None``, logged as
+    :func:`decode` does. Time and memory are linear in the length of ``metadata``,
+    whatever span it claims."""
+    parsed = _parse(metadata, commit_offset)
+    if parsed is None:
+        return None
+    kind, payload = parsed
+    if kind == _RUNS:
+        return _checked_runs(metadata, commit_offset, payload)
+    window = _checked_bitset(metadata, commit_offset, payload)
+    return None if window is None else _window_runs(window)
+
+
+def encode_runs(commit_offset: int, runs: list[int]) -> str:
+    """The canonical metadata of runs as :func:`runs_of` returns them (``""`` for none)."""
+    _check_commit(commit_offset)
+    if not runs:
+        return ""
+    packed = _pack_varints(runs)
+    if len(packed) < (sum(runs) + 7) // 8:
+        return _assemble(_RUNS, commit_offset, packed)
+    # The bitset is no longer than the runs, so the span is at most 8 bytes per run byte.
+    return _encode_window(commit_offset, _runs_to_window(runs, sum(runs)))
+
+
+def _parse(metadata: str, commit_offset: int) -> tuple[str, bytes] | None:
+    """The kind and payload of version-1 metadata written for ``commit_offset``; ``None``
+    (with the log line the module docstring asks for) when there is nothing to use."""
+    if not metadata:
+        return None
+    envelope = _ENVELOPE.match(metadata)
+    if envelope is None:
+        logger.debug("commit metadata %.40r is not laneway's; ignored", metadata)
+        return None
+    if envelope.group(1) != str(VERSION):
+        logger.warning(
+            "commit metadata uses laneway format version %s, this release reads version %d;"
+            " ignored (finished offsets beyond the commit point will be processed again)",
+            envelope.group(1)[:20],
+            VERSION,
+        )
+        return None
+    body = _V1.fullmatch(metadata)
+    if body is None:
+        _corrupt(metadata, "malformed header or payload characters")
+        return None
+    kind, written_for, text = body.groups()
+    if int(written_for) != commit_offset:
+        logger.debug(
+            "commit metadata was written for offset %s, not %d; ignored", written_for, commit_offset
+        )
+        return None
+    try:
+        payload = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        _corrupt(metadata, "bad base64")
+        return None
+    if base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii") != text:
+        _corrupt(metadata, "non-canonical base64")
+        return None
+    return kind, payload
+
+
+def _checked_runs(metadata: str, commit_offset: int, payload: bytes) -> list[int] | None:
+    """The runs of a runs payload, if valid and canonical (else ``None``, with a warning)."""
+    runs = _unpack_runs(payload)
+    if runs is None:
+        _corrupt(metadata, "invalid runs payload")
+        return None
+    span = sum(runs)
+    if span > MAX_OFFSET - commit_offset:
+        _corrupt(metadata, "finished offsets beyond 2**63-1")
+        return None
+    if len(payload) >= (span + 7) // 8:
+        _corrupt(metadata, "a runs payload that is not canonical (the bitset would be no longer)")
+        return None
+    return runs
+
+
+def _checked_bitset(metadata: str, commit_offset: int, payload: bytes) -> bytes | None:
+    """The window of a bitset payload, if canonical (else ``None``, with a warning)."""
+    if payload[-1] == 0:
+        _corrupt(metadata, "a bitset whose last byte is zero")
+        return None
+    bits = format(int.from_bytes(payload, "little"), "b")[::-1]
+    window = bits.encode("ascii").translate(_FROM_BINARY_DIGITS)
+    if len(window) > MAX_OFFSET - commit_offset:
+        _corrupt(metadata, "finished offsets beyond 2**63-1")
+        return None
+    if _encode_window(commit_offset, window) != metadata:
+        _corrupt(metadata, "a bitset payload that is not canonical (the runs would be shorter)")
+        return None
     return window
 
 
@@ -225,15 +309,9 @@ def _encode_window(commit_offset: int, window: bytes | bytearray) -> str:
         return ""
     span = len(window)
     bitset = int(window.translate(_TO_BINARY_DIGITS)[::-1], 2).to_bytes((span + 7) // 8, "little")
-    runs: list[int] = []
-    end = 0
-    for match in _FINISHED_RUN.finditer(window):
-        start, stop = match.span()
-        runs.extend((start - end, stop - start))
-        end = stop
-        if len(runs) >= len(bitset):  # every varint takes a byte or more: runs can't win
-            break
-    if end == span:
+    # Every varint takes a byte or more: with as many runs as the bitset has bytes, it wins.
+    runs = _window_runs(window, len(bitset))
+    if runs is not None:
         packed = _pack_varints(runs)
         if len(packed) < len(bitset):
             return _assemble(_RUNS, commit_offset, packed)
@@ -256,15 +334,22 @@ def _pack_varints(values: list[int]) -> bytes:
     return bytes(out)
 
 
-def _bitset_to_window(payload: bytes) -> bytes | None:
-    if payload[-1] == 0:
-        return None
-    bits = format(int.from_bytes(payload, "little"), "b")[::-1]
-    return bits.encode("ascii").translate(_FROM_BINARY_DIGITS)
+def _window_runs(window: bytes, most: int | None = None) -> list[int] | None:
+    """The runs of a window that ends with a finished offset (``None``: ``most`` or more)."""
+    runs: list[int] = []
+    end = 0
+    for match in _FINISHED_RUN.finditer(window):
+        start, stop = match.span()
+        runs.extend((start - end, stop - start))
+        end = stop
+        if most is not None and len(runs) >= most:
+            return None
+    return runs
 
 
-def _runs_to_window(payload: bytes, span_limit: int) -> bytes | None:
-    """The window of a runs payload; past ``span_limit`` it stops, one byte too long."""
+def _unpack_runs(payload: bytes) -> list[int] | None:
+    """The varints of a runs payload; ``None`` unless they are minimal, complete, even in
+    number (at least 2) and every run after the first is at least 1 long."""
     runs: list[int] = []
     value = shift = size = 0
     for byte in payload:
@@ -281,6 +366,11 @@ def _runs_to_window(payload: bytes, span_limit: int) -> bytes | None:
         value = shift = size = 0
     if size or len(runs) < 2 or len(runs) % 2 or 0 in runs[1:]:
         return None
+    return runs
+
+
+def _runs_to_window(runs: list[int], span_limit: int) -> bytes:
+    """The window of valid runs; past ``span_limit`` it stops, one byte too long."""
     window = bytearray()
     for index in range(0, len(runs), 2):
         room = span_limit + 1 - len(window)
@@ -293,11 +383,10 @@ def _runs_to_window(payload: bytes, span_limit: int) -> bytes | None:
     return bytes(window)
 
 
-def _corrupt(metadata: str, why: str) -> bytes:
+def _corrupt(metadata: str, why: str) -> None:
     logger.warning(
         "corrupt laneway commit metadata (%s), ignored; finished offsets beyond the commit"
         " point will be processed again: %.60r",
         why,
         metadata,
     )
-    return b""

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from itertools import groupby
 from operator import attrgetter
 
+from laneway.offsets.backlog import PartitionBacklog
 from laneway.offsets.partition import OwnedPartition
 from laneway.offsets.progress import OffsetCommitter, ProgressCounts
 from laneway.types import CommitPosition, Failure, Message, PartitionId
@@ -58,6 +59,35 @@ class OffsetProgress:
 
     def committed(self) -> dict[PartitionId, int]:
         return dict(self._committed)
+
+    def backlog(self, ends: Mapping[PartitionId, int]) -> tuple[PartitionBacklog, ...] | None:
+        """The backlog of each owned partition whose log end is known, in (topic, partition)
+        order.
+
+        ``committed`` and ``lag`` are those of the last commit, as Kafka (and ``laneway lag``)
+        show them. The backlog is what the consumer knows now, which is the commit metadata's
+        figure or fresher by up to a ``commit_interval``: the offsets from its commit point on,
+        less those known finished beyond it (read from the offset tracker's byte states, not
+        by decoding metadata, so a sample costs microseconds per partition however fragmented
+        the finished offsets are). A partition the group never committed counts from where
+        the consumer would commit now; one it has not read yet is left out, since where it
+        starts is not known (``auto.offset.reset`` decides at the first fetch).
+        """
+        found: list[PartitionBacklog] = []
+        for pid, owned in sorted(self._owned.items()):
+            end, tracker = ends.get(pid), owned.tracker
+            now = tracker.commit_offset
+            if end is None or now is None:
+                continue
+            last = owned.last_committed
+            committed = None if last is None else min(last.offset, now)
+            lag = max(0, end - (now if committed is None else committed))
+            left = max(0, end - now) - tracker.finished_beyond_count
+            backlog = min(lag, max(0, left))
+            found.append(
+                PartitionBacklog(pid[0], pid[1], committed, end, lag, lag - backlog, backlog)
+            )
+        return tuple(found)
 
     def assign(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
         for pid, position in positions.items():

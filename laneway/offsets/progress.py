@@ -24,10 +24,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from laneway.offsets.backlog import PartitionBacklog
 from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 
-@dataclass
+@dataclass(slots=True)
 class ProgressCounts:
     """The running counts of one :class:`Progress`: written by the progress only, read by
     the control plane (backpressure every loop turn, ``Consumer.stats()`` on demand).
@@ -126,3 +127,8 @@ class Progress(Protocol):
 
     def committed(self) -> dict[PartitionId, int]:
         """The last committed offset per partition (empty for sources without offsets)."""
+
+    def backlog(self, ends: Mapping[PartitionId, int]) -> tuple[PartitionBacklog, ...] | None:
+        """What is left to do in each owned partition whose log end is in ``ends``: the
+        figures ``laneway lag`` shows, as this consumer knows them now (``None`` for a
+        source without offsets: a share group acknowledges records one by one)."""

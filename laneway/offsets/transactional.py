@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 
 from laneway.errors import TransactionError
+from laneway.logs import get_logger
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.producing.transactions import Transaction
 from laneway.types import PartitionId
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class TransactionalProgress(OffsetProgress):

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeAlias, TypeVar, cast
 
-from laneway.errors import LanewayError
-from laneway.producing.producer import Producer, WriteFailure
+from laneway.errors import AccessDeniedError, LanewayError
+from laneway.logs import get_logger
+from laneway.producing.producer import Producer, Refusal, WriteFailure
 from laneway.results import Produce
 from laneway.retry import RetryPolicy, RetryQueue
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class _Held(Generic[T]):
@@ -60,7 +61,10 @@ class AcknowledgedWrites(Generic[T]):
     times more gives its input up: :meth:`abandoned` hands it back with the last error,
     for the dead-letter path (handler results). A failure names its record by topic, key
     and value only, so of two identical records in one round either may be the one
-    written again: the log ends up with the same records either way.
+    written again: the log ends up with the same records either way. A refusal for good
+    (:class:`~laneway.errors.AccessDeniedError`, e.g. no ACL to write the topic) is not
+    written again: :meth:`poll` raises it, then and on every later call, and settles
+    nothing more (the consumer's run ends; what waited stays uncommitted).
 
     ``producer`` is created on first use (a consumer without failures never opens a
     Kafka producer). With ``like`` given to :meth:`write`, missing topics are created
@@ -95,6 +99,8 @@ class AcknowledgedWrites(Generic[T]):
         """Inputs written for and not yet settled."""
         self.write_errors = 0
         """Failed writes so far (each one was or will be written again)."""
+        self._denied: AccessDeniedError | None = None
+        self._closed = False
 
     def write(self, input: T, records: Sequence[Produce], like: str | None = None) -> None:
         """Write ``records`` for ``input`` with the next round; it is handed back by
@@ -117,14 +123,20 @@ class AcknowledgedWrites(Generic[T]):
 
     def poll(self) -> list[T]:
         """End the round in flight if the log acknowledged it, start the next one (with the
-        rewrites that are due); return the inputs settled since the last call."""
+        rewrites that are due); return the inputs settled since the last call. Raises
+        :class:`AccessDeniedError` once the log refused a write for good (after
+        :meth:`close`, it settles nothing instead)."""
+        if self._denied is not None:
+            if self._closed:
+                return []
+            raise self._denied
         producer = self._producer
         if producer is not None and producer.unacknowledged:
             # Only while something is outstanding: polling a Kafka client releases the
             # GIL, and getting it back from busy handler threads costs the control thread
             # up to a switch interval (see the Producer protocol: nothing outstanding,
             # nothing to hand back).
-            failures = producer.poll()
+            failures = self._refused_for_good(producer.poll)
             if failures:
                 self._failures += failures
         if self._round and not self._outstanding():
@@ -152,6 +164,7 @@ class AcknowledgedWrites(Generic[T]):
 
     def close(self, timeout: float) -> None:
         """Wait up to ``timeout`` s for queued writes; release the producer."""
+        self._closed = True
         if self._producer is not None:
             self._producer.close(timeout)
 
@@ -178,7 +191,7 @@ class AcknowledgedWrites(Generic[T]):
         if self._creating:
             entries = self._create_topics(producer, entries)
         records = [record for entry in entries for record in entry[1]]
-        refusals = producer.produce(records)
+        refusals: list[Refusal] = self._refused_for_good(lambda: producer.produce(records))
         if refusals:
             owners = [entry for entry in entries for _ in entry[1]]
             self._refused += [(owners[index], records[index], text) for index, text in refusals]
@@ -195,12 +208,24 @@ class AcknowledgedWrites(Generic[T]):
                 try:
                     producer.create_topic_like(record.topic, like)
                     self._ensured.add(record.topic)
+                except AccessDeniedError as denial:
+                    self._denied = denial
+                    raise
                 except LanewayError as error:
                     failed.add(id(entry))
                     text = f"{type(error).__name__}: {error}"
                     self._refused += [(entry, refused, text) for refused in entry[1]]
                     break
         return [entry for entry in entries if id(entry) not in failed] if failed else entries
+
+    def _refused_for_good(self, call: Callable[[], R]) -> R:
+        """``call()``; an :class:`AccessDeniedError` it raises is kept, so that every
+        later :meth:`poll` raises it too and nothing more is settled."""
+        try:
+            return call()
+        except AccessDeniedError as denial:
+            self._denied = denial
+            raise
 
     def _outstanding(self) -> bool:
         producer = self._producer
@@ -282,7 +307,10 @@ class AcknowledgedWrites(Generic[T]):
             self._abandoned.append((held.input, text, tries + 1))
             return
         delay = self._retries.later((held, record, like), tries + 1, self._policy)
-        log.warning("write to %s failed: %s; retrying in %.2fs", record.topic, text, delay)
+        # The delay is not in the WARNING: identical lines are counted, not repeated
+        # (see laneway.logs), and a delay with jitter would make every line different.
+        log.warning("write to %s failed: %s; writing it again after a backoff", record.topic, text)
+        log.debug("writing to %s again in %.2fs", record.topic, delay)
 
     def _settle(self, input: T) -> None:
         self.pending -= 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -12,15 +11,22 @@ import click
 
 from laneway.config import env_variable
 from laneway.consumer import Consumer
-from laneway.errors import ConfigError, LanewayError, SourceError, UnknownTopicError
+from laneway.errors import (
+    AccessDeniedError,
+    ConfigError,
+    LanewayError,
+    SourceError,
+    UnknownTopicError,
+)
+from laneway.logs import get_logger
 from laneway.service import exits
 from laneway.service.handler_ref import load_handler
-from laneway.service.logs import configure
+from laneway.service.logs import configure, scrubbed, start_failed, started
 from laneway.service.member import consumer_options, open_source, run_member
 from laneway.service.settings import MEMBER_VARIABLE, Resolved, all_specs, resolve
 from laneway.service.supervisor import Supervisor, member_command
 
-log = logging.getLogger("laneway.service")
+log = get_logger("laneway.service")
 
 HELP = f"""Run HANDLER (MODULE:ATTR, imported like uvicorn's app) on every message of a Kafka
 consumer group (--share: a share group) or a durable embedded log, until SIGTERM/SIGINT
@@ -35,7 +41,9 @@ over the default. --print-config shows each effective value and where it came fr
 \b
 Exit codes: {exits.OK} clean stop; {exits.FAILED} unexpected error; {exits.USAGE} bad settings
 or handler; {exits.SOURCE} broker unreachable or unknown topic; {exits.STALLED} on_stall=exit
-after a stall; {exits.CRASH_LOOP} a member of --members kept crashing.
+after a stall; {exits.CRASH_LOOP} a member of --members kept crashing; {exits.DENIED} the cluster
+refused (authentication failed or an ACL is missing); {exits.ABANDONED} stopped, but
+the drain timed out (unfinished messages' offsets stay uncommitted).
 """
 
 
@@ -96,15 +104,18 @@ def _main(flags: dict[str, Any], config_file: Path | None, print_config: bool) -
             for name, value, origin in settings.describe():
                 click.echo(f"{name:<22} {value:<40} ({origin})")
             return exits.OK
-        configure(settings["log_level"], settings["log_format"], member)
+        configure(settings["log_level"], settings["log_format"], member, settings.client.secrets())
         if not settings["handler"]:
             raise ConfigError("no handler: laneway run MODULE:ATTR, e.g. myapp.handlers:handle")
         if member is None and settings["members"] > 1:
             _check(settings)
+            started()
             return Supervisor(member_command(sys.argv[1:]), settings["members"]).run()
         return run_member(settings, member)
     except ConfigError as error:
         return _fail(error, exits.USAGE)
+    except AccessDeniedError as error:
+        return _fail(error, exits.DENIED)
     except (SourceError, UnknownTopicError) as error:
         return _fail(error, exits.SOURCE)
     except LanewayError as error:
@@ -125,7 +136,8 @@ def _check(settings: Resolved) -> None:
 
 
 def _fail(error: LanewayError, code: int) -> int:
-    click.echo(f"laneway run: error: {error}", err=True)
+    start_failed()
+    click.echo(f"laneway run: error: {scrubbed(str(error))}", err=True)
     return code
 
 

@@ -16,6 +16,13 @@ STALLED = STALL_EXIT_CODE
 """``on_stall="exit"``: a message stayed in its handler longer than ``stall_timeout``."""
 CRASH_LOOP = 5
 """``--members``: a member kept crashing and the supervisor gave up."""
+DENIED = 6
+"""The cluster refused this consumer: authentication failed (a wrong password, an
+untrusted certificate) or an ACL is missing (group, topic read, dead-letter or results
+write, transactional id). Restarting does not help until the credentials or ACLs change."""
+ABANDONED = 7
+"""Stopped, but the drain timed out: messages still in their handlers were abandoned and
+their offsets stay uncommitted (they run again after a restart)."""
 
-START_UP_FAILURES = frozenset({USAGE, SOURCE})
+START_UP_FAILURES = frozenset({USAGE, SOURCE, DENIED})
 """Codes a supervised member does not get restarted for: it would fail the same way."""

@@ -3,7 +3,6 @@ health probes, and a run until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -11,21 +10,28 @@ from pathlib import Path
 from typing import Any
 
 from laneway.consumer import Consumer
-from laneway.errors import ConfigError
+from laneway.errors import ConfigError, LanewayError
+from laneway.logs import get_logger
 from laneway.metrics import Metrics
+from laneway.observability.start import export_spans
 from laneway.options import Ordering
+from laneway.service import exits
 from laneway.service.handler_ref import load_handler
 from laneway.service.health_server import HealthServer
+from laneway.service.logs import started
 from laneway.service.settings import Resolved
 from laneway.sources.base import Source
 from laneway.sources.embedded.log import EmbeddedLog
 from laneway.sources.kafka.source import KafkaSource
+from laneway.sources.kafka.transactions import member_transactional_id
 from laneway.sources.share.source import KafkaShareSource
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ORPHAN_CHECK = 1.0
 """Seconds between a member's checks that its supervisor still runs."""
+START_CHECK = 0.05
+"""Seconds between checks whether the consumer runs yet (to write the start-up's log)."""
 
 
 def open_source(settings: Resolved, member: int | None) -> tuple[Source, EmbeddedLog | None]:
@@ -69,6 +75,9 @@ def open_source(settings: Resolved, member: int | None) -> tuple[Source, Embedde
             kafka,
             connect_timeout=settings["connect_timeout"],
             wait_for_topics=settings["wait_for_topics"],
+            transactional_id=member_transactional_id(
+                settings["group"], member, settings["transactional_id"]
+            ),
         )
         return source, None
     if member is not None:
@@ -91,21 +100,42 @@ def consumer_options(settings: Resolved) -> dict[str, Any]:
 
 
 def run_member(settings: Resolved, member: int | None = None) -> int:
-    """Run one consumer until it is stopped; its exit code (0 after a clean drain).
+    """Run one consumer until it is stopped; its exit code (0 after a clean drain,
+    ``exits.ABANDONED`` when the drain ended with messages unfinished).
 
-    Errors at start-up propagate (the command turns them into one line and an exit code).
+    Errors at start-up propagate (the command turns them into one line and an exit code);
+    what the start-up logged is held until the consumer runs (see
+    :class:`~laneway.service.logs.StartUpHold`).
     """
+    try:
+        return _run(settings, member)
+    except LanewayError:
+        raise  # one line says it all: the command drops what the start-up logged
+    except BaseException:
+        started()  # unexpected: its traceback needs what led to it
+        raise
+
+
+def _run(settings: Resolved, member: int | None) -> int:
+    export_spans(settings["tracing"])  # OTEL_EXPORTER_OTLP_ENDPOINT: before the handler's import
     handler = load_handler(settings["handler"])
     source, embedded = open_source(settings, member)
     try:
         options = consumer_options(settings)
         if settings["metrics_port"] is not None:
-            options["metrics"] = _serve_metrics(settings["metrics_port"] + (member or 0))
+            port = settings["metrics_port"] + (member or 0)
+            options["metrics"] = _serve_metrics(port, settings["metrics_address"])
         consumer = Consumer(source, handler, **options)
         probes = None
         if settings["health_port"] is not None:
             port = settings["health_port"] + (member or 0)
-            probes = HealthServer(consumer.health, port)
+            probes = HealthServer(
+                consumer.health,
+                port,
+                settings["health_address"],
+                show_keys=settings["health_show_keys"],
+                backlog=consumer.backlog,
+            )
             probes.start()
         if member is not None:
             _stop_when_orphaned(consumer)
@@ -117,11 +147,13 @@ def run_member(settings: Resolved, member: int | None = None) -> int:
             consumer.config.engine.value,
             consumer.config.concurrency,
         )
+        _release_log_when_running(consumer)
         try:
             stats = consumer.run()
         finally:
             if probes is not None:
                 probes.stop()
+        started()
         log.info(
             "stopped after %.1f s: %d processed, %d failed, %d dead-lettered, committed %s",
             time.monotonic() - began,
@@ -130,10 +162,22 @@ def run_member(settings: Resolved, member: int | None = None) -> int:
             stats.dead_lettered,
             {f"{t}[{p}]": o for (t, p), o in sorted(stats.committed.items())},
         )
-        return 0
+        return exits.ABANDONED if stats.abandoned else exits.OK
     finally:
         if embedded is not None:
             embedded.close()
+
+
+def _release_log_when_running(consumer: Consumer) -> None:
+    """Write what the start-up logged once the consumer runs (its source is open)."""
+
+    def watch() -> None:
+        while consumer.health().state in ("new", "starting"):
+            time.sleep(START_CHECK)
+        if consumer.health().state == "running":
+            started()
+
+    threading.Thread(target=watch, name="laneway-start-watch", daemon=True).start()
 
 
 def _stop_when_orphaned(consumer: Consumer) -> None:
@@ -150,7 +194,7 @@ def _stop_when_orphaned(consumer: Consumer) -> None:
     threading.Thread(target=watch, name="laneway-orphan-watch", daemon=True).start()
 
 
-def _serve_metrics(port: int) -> Metrics:
+def _serve_metrics(port: int, address: str) -> Metrics:
     try:
         from laneway.observability.prometheus import serve_metrics
     except ModuleNotFoundError as error:
@@ -158,6 +202,12 @@ def _serve_metrics(port: int) -> Metrics:
             f"metrics_port needs the prometheus-client package ({error.name} is missing): "
             "pip install 'laneway[metrics]'"
         ) from None
-    metrics = serve_metrics(port)
-    log.info("Prometheus metrics on port %d: /metrics", port)
+    try:
+        metrics = serve_metrics(port, address)
+    except OSError as error:
+        raise ConfigError(
+            f"metrics_port={port} on metrics_address={address} cannot be used: "
+            f"{error.strerror or error}"
+        ) from None
+    log.info("Prometheus metrics on %s port %d: /metrics", address, port)
     return metrics

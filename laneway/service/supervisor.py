@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -13,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
+from laneway.logs import get_logger
 from laneway.service import exits
 from laneway.service.settings import MEMBER_VARIABLE
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CRASHES_ALLOWED = 5
 """Crashes of one member within ``CRASH_WINDOW`` seconds after which the supervisor gives

@@ -9,16 +9,45 @@ has its state mutated from another thread.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from laneway.config import ConsumerConfig
 from laneway.offsets.progress import Progress
+from laneway.options import Ordering
 from laneway.producing.producer import Producer
 from laneway.producing.transactions import Transaction
 from laneway.types import CommitPosition, Message, PartitionId
 
-if TYPE_CHECKING:
-    from laneway.sources.capabilities import SourceCapabilities
+
+@dataclass(frozen=True)
+class SourceCapabilities:
+    """What a source can do.
+
+    ``orderings``: the ordering modes it can keep; another is a ConfigError that gives
+    ``why_unordered`` as the reason. ``pauses``: ``pause()`` stops fetching a partition
+    while the group session lives on (else backpressure simply stops polling, and the
+    source must stay a member without it). ``redelivers``: a failed message is retried by
+    the log delivering it again (counted in :attr:`~laneway.types.Message.delivery_count`)
+    rather than by the engine in place; its Progress decides each retry.
+    ``events_in_poll``: group events (rebalance callbacks) are served inside ``poll()``,
+    so the control loop polls for them even when it wants no more messages.
+    ``transactions``: ``transaction()`` writes results and commits offsets in one
+    transaction (``exactly_once=True``). ``prefetches``: the source fetches ahead on its
+    own and takes a bound on that through ``bound_prefetch()`` before it is opened.
+    ``waits``: what the source reads may be missing for a while (a topic not created yet,
+    or deleted while consuming); ``waiting_for()`` says what, and the consumer is not
+    ready meanwhile.
+    """
+
+    orderings: frozenset[Ordering] = frozenset(Ordering)
+    why_unordered: str = ""
+    pauses: bool = True
+    redelivers: bool = False
+    events_in_poll: bool = True
+    transactions: bool = False
+    prefetches: bool = False
+    waits: bool = False
 
 
 class RebalanceListener(Protocol):
@@ -69,7 +98,7 @@ class Source(Protocol):
     def capabilities(self) -> SourceCapabilities:
         """What the source can do: orderings it keeps, whether it pauses, how it retries,
         whether it offers transactions or bounds a prefetch of its own (see
-        :class:`~laneway.sources.capabilities.SourceCapabilities`; read once, when a
+        :class:`SourceCapabilities`; read once, when a
         ``Consumer`` is made)."""
 
     def pause(self, partitions: Iterable[PartitionId]) -> None:
@@ -111,6 +140,15 @@ class TransactionalSource(Source, Protocol):
     def transaction(self) -> Transaction:
         """A new transactional writer into the source's log, for one consumer run
         (``exactly_once=True``)."""
+
+
+class WaitingSource(Source, Protocol):
+    """A source whose capabilities declare ``waits``: what it reads may be missing for a
+    while (a Kafka topic not created yet, or deleted), and it says so."""
+
+    def waiting_for(self) -> str:
+        """What the source waits for, as the reason ``Consumer.health()`` gives for not
+        being ready ('' when nothing is missing). Safe to call from any thread."""
 
 
 class PrefetchingSource(Source, Protocol):

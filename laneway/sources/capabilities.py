@@ -1,11 +1,13 @@
 """What a source can do, declared once and checked once, when a ``Consumer`` is made.
 
-A source states its :class:`SourceCapabilities` (its ``capabilities`` property); the
+A source states its :class:`~laneway.sources.base.SourceCapabilities` (its
+``capabilities`` property); the
 consumer never asks which class a source is, nor probes it for methods later. Every
 source has the members of :class:`~laneway.sources.base.Source`; a source declaring
 ``transactions`` also has ``transaction()``
-(:class:`~laneway.sources.base.TransactionalSource`) and one declaring ``prefetches``
-also has ``bound_prefetch()`` (:class:`~laneway.sources.base.PrefetchingSource`).
+(:class:`~laneway.sources.base.TransactionalSource`), one declaring ``prefetches``
+also has ``bound_prefetch()`` (:class:`~laneway.sources.base.PrefetchingSource`) and one
+declaring ``waits`` also has ``waiting_for()`` (:class:`~laneway.sources.base.WaitingSource`).
 :func:`check_source` verifies all of it and refuses options the source cannot honour (an
 ordering it cannot keep, ``exactly_once`` without transactions); :func:`engine_config`
 adapts the options engines run with (a source that retries by redelivery gets one attempt
@@ -15,39 +17,17 @@ per delivery).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError
 from laneway.options import Ordering
-from laneway.sources.base import PrefetchingSource, Source, TransactionalSource
-
-
-@dataclass(frozen=True)
-class SourceCapabilities:
-    """What a source can do.
-
-    ``orderings``: the ordering modes it can keep; another is a ConfigError that gives
-    ``why_unordered`` as the reason. ``pauses``: ``pause()`` stops fetching a partition
-    while the group session lives on (else backpressure simply stops polling, and the
-    source must stay a member without it). ``redelivers``: a failed message is retried by
-    the log delivering it again (counted in :attr:`~laneway.types.Message.delivery_count`)
-    rather than by the engine in place; its Progress decides each retry.
-    ``events_in_poll``: group events (rebalance callbacks) are served inside ``poll()``,
-    so the control loop polls for them even when it wants no more messages.
-    ``transactions``: ``transaction()`` writes results and commits offsets in one
-    transaction (``exactly_once=True``). ``prefetches``: the source fetches ahead on its
-    own and takes a bound on that through ``bound_prefetch()`` before it is opened.
-    """
-
-    orderings: frozenset[Ordering] = frozenset(Ordering)
-    why_unordered: str = ""
-    pauses: bool = True
-    redelivers: bool = False
-    events_in_poll: bool = True
-    transactions: bool = False
-    prefetches: bool = False
-
+from laneway.sources.base import (
+    PrefetchingSource,
+    Source,
+    SourceCapabilities,
+    TransactionalSource,
+    WaitingSource,
+)
 
 PARTITIONED_LOG = SourceCapabilities()
 """A plain partitioned log: every ordering, pausable, retries in place, nothing more."""
@@ -56,6 +36,7 @@ _REQUIRED = tuple(name for name in vars(Source) if not name.startswith("_"))
 _DECLARED = {
     "transactions": tuple(n for n in vars(TransactionalSource) if not n.startswith("_")),
     "prefetches": tuple(n for n in vars(PrefetchingSource) if not n.startswith("_")),
+    "waits": tuple(n for n in vars(WaitingSource) if not n.startswith("_")),
 }
 
 

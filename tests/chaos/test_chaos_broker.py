@@ -5,7 +5,8 @@ sharing this checkout's downloaded jars), so bouncing it never disturbs other te
 other users of the session broker. ``scripts/kafka restart`` stops it and starts it
 again on the same ports with the same storage; meanwhile a producer keeps writing and
 the consumer must ride through the outage: nothing lost, nothing handled twice, lane
-order kept, committed offsets at the log end.
+order kept, committed offsets at the log end. Under both rebalance protocols: the group
+coordinator restarts too, and a KIP-848 member must carry on with its member epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import kafka_helpers
 import pytest
 import recording
-from chaos_harness import Progress, wait_until
+from chaos_harness import CONSUMER_GROUP, PROTOCOLS, Progress, wait_until
 from confluent_kafka import KafkaError, Producer
 
 import laneway
@@ -35,6 +36,8 @@ PRODUCE_SECONDS = 6.0
 PARTITIONS = 4
 KEYS = 100
 HEAP = "-Xms256m -Xmx512m"
+PROTOCOL_CONFIG: dict[str, dict[str, object]] = {"classic": {}, "consumer": CONSUMER_GROUP}
+"""The client's group settings per rebalance protocol (the classic one with its defaults)."""
 
 
 class PrivateBroker:
@@ -103,8 +106,9 @@ def produce_paced(bootstrap: str, topic: str, done: list[int]) -> None:
         time.sleep(PRODUCE_SECONDS / CHUNKS)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_consumer_rides_through_a_broker_restart(
-    broker: PrivateBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    protocol: str, broker: PrivateBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(recording.RECORD_DIR, str(tmp_path))
     bootstrap = broker.address
@@ -115,7 +119,7 @@ def test_the_consumer_rides_through_a_broker_restart(
     producer = threading.Thread(target=produce_paced, args=(bootstrap, topic, produced))
     producer.start()
     consumer = laneway.Consumer(
-        laneway.KafkaSource(bootstrap_servers=bootstrap, group=group, topics=[topic]),
+        laneway.KafkaSource(bootstrap, group, [topic], PROTOCOL_CONFIG[protocol]),
         recording.handle,
         engine="thread",
         ordering="key",

@@ -6,6 +6,13 @@ is checked by :func:`chaos_harness.check_run`: nothing lost, lane order within e
 life, committed work never redone, commits durable, and committed offsets equal to the
 log end once the last life stopped. Duplicates are printed per crash (``pytest -s``).
 The random seed is printed too; ``LANEWAY_CHAOS_SEED=<seed>`` replays a run's kill points.
+
+Classic protocol only: the restarted process rejoins as the same static member at once.
+Under KIP-848 a static member that did not leave holds its ``group.instance.id`` until the
+broker's session timeout (45 s at the least; the newcomer is refused with
+``UNRELEASED_INSTANCE_ID``), so five kills would take minutes; crash recovery does not
+depend on the protocol, and its rebalances are covered by ``test_chaos_group.py`` and
+``test_chaos_exactly_once.py`` under both.
 """
 
 from __future__ import annotations

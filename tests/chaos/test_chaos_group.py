@@ -4,7 +4,9 @@ join again every few seconds and messages keep arriving.
 Every leave is graceful (drain, commit, leave the group) and every rebalance is
 cooperative, so on top of the rules of :func:`chaos_harness.check_run` (nothing lost,
 lane order per life, committed work never redone, commits durable) no message may be
-handled twice, and the group's committed offsets must reach the log end.
+handled twice, and the group's committed offsets must reach the log end. It runs under
+both rebalance protocols: the classic one (cooperative-sticky) and KIP-848's
+(``group.protocol=consumer``), where a commit can race a new member epoch.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import kafka_helpers
 import pytest
-from chaos_harness import ChildProcess, chaos_seed, check_run, wait_until
+from chaos_harness import PROTOCOLS, ChildProcess, chaos_seed, check_run, group_config, wait_until
 
 MEMBERS = 3
 PARTITIONS = 8
@@ -43,8 +45,9 @@ def produce_paced(bootstrap: str, topic: str, seed: int, done: list[int]) -> Non
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_members_leaving_and_joining_lose_and_repeat_nothing(
-    kafka_bootstrap: str, tmp_path: Path
+    protocol: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     started = time.monotonic()
     seed = chaos_seed()
@@ -57,7 +60,7 @@ def test_members_leaving_and_joining_lose_and_repeat_nothing(
         "bootstrap": kafka_bootstrap,
         "group": group,
         "topic": topic,
-        "kafka_config": {"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500},
+        "kafka_config": group_config(protocol),
         "engine": "thread",
         "ordering": "key",
         "concurrency": 8,
@@ -103,7 +106,7 @@ def test_members_leaving_and_joining_lose_and_repeat_nothing(
     ends = kafka_helpers.end_offsets(kafka_bootstrap, topic)
     report = check_run(tmp_path, ends, lives, MAX_BUFFERED)
     print(
-        f"group churn: seed {seed}, {changes} leave/join cycles, {len(lives)} lives, "
+        f"group churn ({protocol}): seed {seed}, {changes} leave/join cycles, {len(lives)} lives, "
         f"{report.distinct} messages, {report.total_duplicates} duplicates, "
         f"{time.monotonic() - started:.1f}s"
     )

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -32,7 +33,8 @@ except SystemExit as stop:
     code = stop.code if isinstance(stop.code, int) else 1
 sys.stdout.flush()
 bench = sorted(m for m in sys.modules if m == "laneway.bench" or m.startswith("laneway.bench."))
-print("\\nPROBE " + json.dumps({"code": code, "bench": bench}))
+ops = sorted(m for m in sys.modules if m == "laneway.ops" or m.startswith(("laneway.ops.", "rich")))
+print("\\nPROBE " + json.dumps({"code": code, "bench": bench, "ops": ops}))
 """
 
 HANDLER = """
@@ -49,6 +51,14 @@ def handle(message):
 def probe(args: list[str], cwd: Path) -> tuple[int, list[str], str]:
     """Run ``laneway ARGS`` in a new interpreter: its exit code, the ``laneway.bench``
     modules it had imported by the end, and what it printed."""
+    found, output = probe_modules(args, cwd)
+    return found["code"], found["bench"], output
+
+
+def probe_modules(args: list[str], cwd: Path) -> tuple[dict[str, Any], str]:
+    """Run ``laneway ARGS`` in a new interpreter: its exit code (``code``), the
+    ``laneway.bench`` modules (``bench``) and the ``laneway.ops`` and rich modules
+    (``ops``) it had imported by the end, and what it printed."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
         cwd=cwd,
@@ -64,8 +74,8 @@ def probe(args: list[str], cwd: Path) -> tuple[int, list[str], str]:
     )
     output, marker, report = done.stdout.rpartition("\nPROBE ")
     assert marker, f"the probe did not finish: {done.stdout}\n{done.stderr}"
-    found = json.loads(report)
-    return found["code"], found["bench"], output + done.stderr
+    found: dict[str, Any] = json.loads(report)
+    return found, output + done.stderr
 
 
 def test_laneway_help_lists_every_command_without_importing_the_bench(tmp_path: Path) -> None:
@@ -73,10 +83,30 @@ def test_laneway_help_lists_every_command_without_importing_the_bench(tmp_path: 
     assert code == 0, output
     assert bench == [], bench
     listed = output.split("Commands:")[1]
-    for name in ("bench", "demo", "run"):
+    for name in ("bench", "demo", "dlq", "lag", "run", "top"):
         assert f"\n  {name} " in listed, output
     assert "Measure which engine fits which workload, with numbers." in listed
     assert "Run HANDLER (MODULE:ATTR" in listed
+
+
+def test_laneway_help_and_run_import_no_ops_module(tmp_path: Path) -> None:
+    for args in (["--help"], ["run", "--help"]):
+        found, output = probe_modules(args, tmp_path)
+        assert found["code"] == 0, output
+        assert found["ops"] == [], (args, found["ops"])
+
+
+def test_each_ops_command_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """``laneway lag`` and ``laneway dlq`` work on the core install: no rich; ``top``
+    imports rich only for its live view, not for ``--help``."""
+    for name in ("lag", "top", "dlq"):
+        found, output = probe_modules([name, "--help"], tmp_path)
+        assert found["code"] == 0, output
+        assert f"Usage: laneway {name} [OPTIONS]" in output
+        assert not [m for m in found["ops"] if m.startswith("rich")], found["ops"]
+        assert "laneway.ops.top_live" not in found["ops"]
+    found, _ = probe_modules(["lag", "--help"], tmp_path)
+    assert not [m for m in found["ops"] if m.startswith(("laneway.ops.dlq", "laneway.ops.top"))]
 
 
 def test_laneway_run_help_imports_no_bench_module(tmp_path: Path) -> None:

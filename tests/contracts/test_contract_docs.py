@@ -95,7 +95,7 @@ def test_every_laneway_name_the_pages_give_exists() -> None:
 def test_the_resolver_refuses_what_does_not_exist() -> None:
     assert resolve("laneway.Consumer.run") is laneway.Consumer.run
     assert isinstance(resolve("laneway.kafka"), ModuleType)
-    for absent in ("laneway.EmbeddedSource", "laneway.serde", "laneway.Consumer.lag"):
+    for absent in ("laneway.EmbeddedSource", "laneway.codecs", "laneway.Consumer.lag"):
         try:
             resolve(absent)
         except (AttributeError, ImportError):

@@ -2,7 +2,9 @@
 
 mypy runs (with the project's settings, so it is strict) on a small user module; every
 line marked ``# rejected`` must be reported and no other line may be, so the overloads of
-``Consumer.__init__`` neither let a mismatch through nor reject a correct program.
+``Consumer.__init__`` neither let a mismatch through nor reject a correct program. The
+typed module does the same for typed messages: a handler of ``Message[Order]`` fits a
+``value_deserializer`` that makes an ``Order``, and nothing else.
 """
 
 from __future__ import annotations
@@ -111,3 +113,97 @@ def test_mypy_rejects_a_handler_that_does_not_fit_its_engine(tmp_path: Path) -> 
     errors = mypy_errors(module)
     assert set(errors) == rejected, errors
     assert "Consumer" in errors[min(rejected)]
+
+
+TYPED_MODULE = """\
+import dataclasses
+
+import msgspec
+
+import laneway
+from laneway import serde
+from laneway.options import EngineKind
+
+log = laneway.EmbeddedLog()
+log.create_topic("orders", partitions=2)
+source = log.subscribe(["orders"], group="billing")
+
+
+class Order(msgspec.Struct):
+    amount: int
+
+
+@dataclasses.dataclass
+class Invoice:
+    total: int
+
+
+def handle(message: laneway.Message) -> None:
+    pass
+
+
+def handle_order(message: laneway.Message[Order]) -> laneway.Produce:
+    return laneway.Produce("out", Invoice(message.value.amount))
+
+
+async def handle_order_async(message: laneway.Message[Order]) -> None:
+    print(message.value.amount + 1)
+
+
+def handle_keyed(message: laneway.Message[Order, str]) -> None:
+    print(message.key.upper(), message.value.amount)
+
+
+def handle_orders(messages: list[laneway.Message[Order]]) -> None:
+    print(sum(message.value.amount for message in messages))
+
+
+def handle_invoice(message: laneway.Message[Invoice]) -> None:
+    print(message.value.total)
+
+
+def handle_misread(message: laneway.Message[Order]) -> None:
+    print(message.value.total)  # rejected
+
+
+def handle_bytes(message: laneway.Message) -> None:
+    print(message.value.amount)  # rejected
+
+
+laneway.Consumer(source, handle_order, value_deserializer=serde.json(Order))
+laneway.Consumer(source, handle_order, value_deserializer=serde.json(Order), engine="process")
+laneway.Consumer(source, handle_order_async, engine="async", value_deserializer=serde.json(Order))
+laneway.Consumer(
+    source, handle_keyed, value_deserializer=serde.json(Order), key_deserializer=serde.text()
+)
+laneway.Consumer(source, handle_orders, value_deserializer=serde.json(Order), batch_size=10)
+laneway.Consumer(source, handle_invoice, value_deserializer=serde.json(Invoice))
+laneway.Consumer(source, handle_order, value_deserializer="json:user_models:Order")
+laneway.Consumer(source, handle, value_serializer=serde.json(), key_serializer="str")
+laneway.Consumer(
+    source, handle_order, value_deserializer=serde.json(Order), value_serializer=serde.json()
+)
+laneway.Consumer(source, handle_order, engine=EngineKind("thread"), value_deserializer="json")
+laneway.Produce("out", Invoice(1), value_serializer=serde.json(Invoice))
+laneway.Consumer(source, handle_order)  # rejected
+laneway.Consumer(source, handle_order, value_deserializer=serde.json(Invoice))  # rejected
+laneway.Consumer(source, handle_keyed, value_deserializer=serde.json(Order))  # rejected
+laneway.Consumer(source, handle, value_deserializer=serde.json(Order))  # rejected
+laneway.Consumer(source, handle_order_async, value_deserializer=serde.json(Order))  # rejected
+laneway.Consumer(source, handle_order, key_deserializer=serde.text())  # rejected
+laneway.Consumer(source, handle_order, value_deserializer=serde.text())  # rejected
+laneway.Consumer(source, handle_order, value_serializer=42)  # rejected
+"""
+
+
+def test_mypy_relates_the_deserializer_to_the_handlers_message_type(tmp_path: Path) -> None:
+    module = tmp_path / "typed_app.py"
+    module.write_text(TYPED_MODULE)
+    rejected = {
+        number
+        for number, line in enumerate(TYPED_MODULE.splitlines(), start=1)
+        if line.endswith("# rejected")
+    }
+    errors = mypy_errors(module)
+    assert set(errors) == rejected, errors
+    assert "total" in errors[min(rejected)]

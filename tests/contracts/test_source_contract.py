@@ -11,9 +11,11 @@ from topics import EmbeddedTopic, KafkaTopic, LogTopic
 import laneway
 from laneway.sources.base import Source
 
-FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+FAST_GROUP: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
 """session.timeout.ms must be >= the broker's group.min.session.timeout.ms (6000 by
 default); a short heartbeat makes members notice a rebalance quickly."""
+KIP848_GROUP: dict[str, object] = {"group.protocol": "consumer"}
+"""KIP-848: the broker sets session and heartbeat (librdkafka refuses the classic settings)."""
 
 
 class TestEmbeddedSource(OffsetSourceContract):
@@ -24,6 +26,10 @@ class TestEmbeddedSource(OffsetSourceContract):
 
 @pytest.mark.kafka
 class TestKafkaSource(OffsetSourceContract):
+    """A consumer group under the classic rebalance protocol (cooperative-sticky)."""
+
+    GROUP = FAST_GROUP
+
     @pytest.fixture
     def new_topic(self, kafka_bootstrap: str) -> Callable[[int], LogTopic]:
         return lambda partitions: KafkaTopic(kafka_bootstrap, partitions)
@@ -32,8 +38,16 @@ class TestKafkaSource(OffsetSourceContract):
         # enable.partition.eof makes librdkafka emit EOF events: every test checks that
         # polls skip them.
         assert isinstance(topic, KafkaTopic)
-        settings = {**FAST_GROUP, "enable.partition.eof": True}
+        settings = {**self.GROUP, "enable.partition.eof": True}
         return laneway.KafkaSource(topic.bootstrap, group, [topic.name], settings)
+
+
+@pytest.mark.kafka
+class TestKafkaSourceKip848(TestKafkaSource):
+    """The same contract under ``group.protocol=consumer`` (KIP-848): the broker assigns,
+    incrementally, and commits carry the member epoch."""
+
+    GROUP = KIP848_GROUP
 
 
 @pytest.mark.kafka

@@ -191,9 +191,13 @@ def test_buffering_stays_bounded_with_a_million_message_backlog(
     max_buffered = 5_000
     gate = threading.Event()
     threading.Timer(1.5, gate.set).start()
+
+    def handle(message: Message) -> None:
+        gate.wait(10)
+
     consumer = laneway.Consumer(
         topic.source("bounded"),
-        lambda m: gate.wait(10),
+        handle,
         engine="thread",
         concurrency=8,
         max_buffered=max_buffered,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
+import ssl
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +24,7 @@ from kafka_helpers import (
     run_kafka_script,
     unique_name,
 )
+from secured_kafka import SecuredBroker, secured_document
 
 from laneway.sources.embedded.partitioner import partition_for_key
 
@@ -112,3 +119,63 @@ def test_create_produce_read_and_commit_round_trip(kafka_bootstrap: str) -> None
 def test_produce_rejects_a_missing_topic(kafka_bootstrap: str) -> None:
     with pytest.raises(RuntimeError, match="undelivered"):
         produce(kafka_bootstrap, unique_name("missing"), [(b"k", b"v")], timeout_s=3.0)
+
+
+def test_status_secured_describes_the_sasl_ssl_listener(
+    kafka_bootstrap: str, kafka_secured: SecuredBroker
+) -> None:
+    text, kept_in = secured_document()
+    document = json.loads(text)
+    assert document["plaintext"] == kafka_bootstrap
+    assert document["security.protocol"] == "SASL_SSL"
+    assert document["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert set(document["users"]) == {"admin", "alice", "bob"}
+    assert document["super_user"] == "admin"
+    assert stat.S_IMODE(kept_in.stat().st_mode) == 0o600  # it holds the passwords
+
+    # TLS with the test CA, for the loopback address the certificate names.
+    context = ssl.create_default_context(cafile=kafka_secured.ca_location)
+    host, _, port = kafka_secured.bootstrap.rpartition(":")
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as sock,
+        context.wrap_socket(sock, server_hostname=host) as tls,
+    ):
+        assert tls.version() is not None
+    untrusted = ssl.create_default_context(cafile=kafka_secured.untrusted_ca)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as sock,
+        pytest.raises(ssl.SSLCertVerificationError),
+    ):
+        untrusted.wrap_socket(sock, server_hostname=host)
+
+
+def test_the_secured_listener_enforces_acls_for_scram_users_only(
+    kafka_bootstrap: str, kafka_secured: SecuredBroker
+) -> None:
+    topic = unique_name("acl")
+    create_topic(kafka_bootstrap, topic, partitions=1)
+
+    def visible(user: str) -> bool:
+        admin = AdminClient(kafka_secured.client_config(user))
+        return topic in admin.list_topics(timeout=10).topics
+
+    assert visible("admin")  # the super user
+    assert not visible("bob")  # logged in, but no ACL grants him the topic
+    assert (
+        topic in AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+    )
+
+
+def test_status_secured_without_a_broker(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shutil.copy2(KAFKA_SCRIPT, scripts / "kafka")
+    done = subprocess.run(
+        [sys.executable, str(scripts / "kafka"), "status", "--secured"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "no broker running" in done.stderr

@@ -1,10 +1,11 @@
 """Misbehaving handlers: each case has one defined outcome (embedded log; the source
 plays no part in it).
 
-* A handler's return value is ignored (ints, arbitrary objects): the message counts as
-  processed. Except an awaitable returned by a *sync* handler (an ``async`` call without
-  its ``await``): its body would never run, so the attempt fails with a ``TypeError``
-  saying so, and the message is retried, then dead-lettered, never silently "done".
+* A handler's return value other than ``None``, a ``Produce`` or a list of them (ints,
+  arbitrary objects) fails the attempt with a ``TypeError`` naming it, and the message is
+  retried, then dead-lettered (more cases in ``test_return_values.py``). So does an
+  awaitable returned by a *sync* handler (an ``async`` call without its ``await``): its
+  body would never run, and the ``TypeError`` says so; never silently "done".
 * A handler raising any ``BaseException`` (``SystemExit``, ``GeneratorExit``, a custom
   subclass) fails that attempt: it is retried, then dead-lettered, and the consumer goes
   on. ``KeyboardInterrupt`` raised by a handler anywhere but the main thread (thread,
@@ -141,12 +142,16 @@ def consume(
     ]
     + [("async", returns_int_async), ("async", returns_object_async)],
 )
-def test_return_values_are_ignored(
+def test_other_return_values_fail_the_message(
     engine: str, handler: Callable[[Message], object], record_dir: Path
 ) -> None:
-    topic, stats = consume(engine, handler, 40)
-    assert (stats.processed, stats.failed) == (40, 0)
+    topic, stats = consume(engine, handler, 40, max_retries=0)
+    assert (stats.processed, stats.failed, stats.dead_lettered) == (0, 40, 40)
     assert committed_all(topic)
+    [(_, _, headers)] = topic.read("orders.dlq", 1)[:1]
+    named = dict(headers)
+    assert named["laneway.error.type"] == b"TypeError"
+    assert b"the handler returned " in (named["laneway.error.message"] or b"")
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # the coroutine is closed, not leaked

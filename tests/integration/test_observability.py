@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import process_handlers
 import pytest
 import tracing_support
+from metrics_scrape import scrape
 from opentelemetry import propagate, trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 from topics import SOURCES, EmbeddedTopic, LogTopic
 
 import laneway
@@ -24,18 +21,6 @@ from laneway.observability.prometheus import PrometheusMetrics
 from laneway.observability.start import start_tracing
 from laneway.options import TracingMode
 from laneway.types import Message
-
-
-def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """Every sample of ``/metrics``: name -> sorted labels -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        text = answer.read().decode()
-    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = tuple(sorted(sample.labels.items()))
-            samples.setdefault(sample.name, {})[labels] = sample.value
-    return samples
 
 
 @pytest.mark.parametrize("source_kind", SOURCES)
@@ -85,21 +70,6 @@ def test_metrics_scraped_during_and_after_a_run_add_up(
         assert after["laneway_oldest_unfinished_seconds"][labels] == 0
     assert after["laneway_buffered"][()] == 0
     assert after["laneway_rebalances_total"][()] >= 1
-
-
-@pytest.fixture
-def spans(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[InMemorySpanExporter, Path]]:
-    """An SDK for this test only: the test process's spans in memory, workers' in a file."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
-    path = tmp_path / "worker-spans.jsonl"
-    monkeypatch.setenv(tracing_support.TRACE_FILE, str(path))
-    yield exporter, path
-    provider.shutdown()
 
 
 def produce_traced(topic: LogTopic, values: list[bytes]) -> dict[int, str]:

@@ -38,8 +38,8 @@ import laneway
 from laneway.config import ConsumerConfig
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.producing.producer import Producer
-from laneway.sources.base import RebalanceListener, Source
-from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities
+from laneway.sources.base import RebalanceListener, Source, SourceCapabilities
+from laneway.sources.capabilities import PARTITIONED_LOG
 from laneway.types import CommitPosition, Message, PartitionId
 
 CONSUMER_OPTIONS = ("engine", "ordering", "concurrency", "max_buffered", "commit_interval")

@@ -44,6 +44,22 @@ from laneway.offsets.codec import decode
 CHILD = Path(__file__).resolve().parent / "chaos_child.py"
 Position = tuple[int, str] | None
 
+CLASSIC_GROUP: dict[str, object] = {"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500}
+"""The classic protocol with a short session (the broker's minimum) and heartbeat: a member
+that leaves or dies is noticed in seconds."""
+CONSUMER_GROUP: dict[str, object] = {"group.protocol": "consumer"}
+"""KIP-848: the broker assigns partitions; session (45 s) and heartbeat interval (5 s) are
+broker settings, and librdkafka refuses ``session.timeout.ms``, ``heartbeat.interval.ms``
+and ``partition.assignment.strategy`` on the client."""
+PROTOCOLS = ("classic", "consumer")
+"""The rebalance protocols a chaos test runs under (``group.protocol``)."""
+
+
+def group_config(protocol: str, **extra: object) -> dict[str, object]:
+    """The librdkafka settings of a test group under ``protocol``, plus ``extra``."""
+    base = CLASSIC_GROUP if protocol == "classic" else CONSUMER_GROUP
+    return {**base, **extra}
+
 
 class ChildProcess:
     """One ``chaos_child`` consumer process (one *life*), recording into ``record_dir``."""

@@ -4,7 +4,9 @@ Run as ``python tests/support/results_child.py '<json settings>'``. It reads ``t
 Kafka as a member of ``group`` and writes one result per input into ``out`` (same key, the
 input's value), with ``exactly_once`` as given and ``transactional_id`` naming its
 transactional producer (the slot it fills, so a restarted member fences its killed
-predecessor). SIGTERM stops it gracefully (exit 0); a run that ends with
+predecessor; left out or ``None``: laneway's default, one per process). ``kafka_config``
+holds the librdkafka settings (default :data:`chaos_harness.CLASSIC_GROUP`'s short
+session). SIGTERM stops it gracefully (exit 0); a run that ends with
 :class:`laneway.TransactionError` exits with :data:`TRANSACTION_FAILED`, and the harness
 starts it again, as a supervisor would.
 """
@@ -18,6 +20,7 @@ import sys
 from typing import Any
 
 from chaos_child import EarlyStop
+from chaos_harness import CLASSIC_GROUP
 
 import laneway
 
@@ -36,8 +39,8 @@ def main(settings: dict[str, Any]) -> int:
         bootstrap_servers=settings["bootstrap"],
         group=settings["group"],
         topics=[settings["topic"]],
-        config={"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500},
-        transactional_id=settings["transactional_id"],
+        config=settings.get("kafka_config", CLASSIC_GROUP),
+        transactional_id=settings.get("transactional_id"),
     )
     consumer = laneway.Consumer(
         source,

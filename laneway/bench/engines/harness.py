@@ -53,6 +53,7 @@ from laneway.bench.engines.recorder import (
 )
 from laneway.bench.engines.scenarios import LANEWAY_ENGINE, RunSpec
 from laneway.bench.engines.targets import Prepared, Target
+from laneway.bench.engines.value_formats import deserializer
 from laneway.bench.engines.workloads import (
     AsyncEchoRoundTrip,
     EchoRoundTrip,
@@ -99,8 +100,10 @@ class Harness:
         echo_port: int = 0,
         event_loop: EventLoop = EventLoop.AUTO,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        value_format: str = "bytes",
     ) -> None:
         self.target = target
+        self.value_deserializer = deserializer(value_format)
         self.batch_size = batch_size
         self.event_loop = event_loop
         self.progress = progress
@@ -201,6 +204,7 @@ class Harness:
                 handle_signals=False,
                 event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
                 metrics=metrics,
+                value_deserializer=self.value_deserializer,
                 **consumer_options(twin, self.batch_size),
             )
             return self._measure(spec, prepared, task, consumer, sink, directory, closer)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
@@ -55,9 +56,13 @@ class RawResult:
 class RawLoop(abc.ABC):
     """A consume loop over a backlog of ``messages``; :meth:`stop` ends it from any thread."""
 
-    def __init__(self, messages: int, out: str | None = None) -> None:
+    def __init__(
+        self, messages: int, out: str | None = None, decode: Callable[[bytes], object] | None = None
+    ) -> None:
         self.messages = messages
         self.out = out
+        self.decode = decode
+        """What the loop decodes each value with (``--value-format``; ``None``: bytes)."""
         """The topic every message read is also written to (``None``: read only)."""
         self.count = 0
         self._stop = threading.Event()
@@ -108,9 +113,14 @@ class EmbeddedRawLoop(RawLoop):
     """The raw loop on the embedded log; with ``out``, one bulk append into ``log`` per fetch."""
 
     def __init__(
-        self, source: Source, messages: int, log: EmbeddedLog, out: str | None = None
+        self,
+        source: Source,
+        messages: int,
+        log: EmbeddedLog,
+        out: str | None = None,
+        decode: Callable[[bytes], object] | None = None,
     ) -> None:
-        super().__init__(messages, out)
+        super().__init__(messages, out, decode)
         self._source = source
         self._log = log
 
@@ -120,12 +130,22 @@ class EmbeddedRawLoop(RawLoop):
     def _fetch(self, records: list[Record]) -> int:
         batch = self._source.poll(BATCH, POLL_TIMEOUT_S)
         now = time.monotonic_ns()
-        records.extend(
-            [
-                (m.partition, m.key, m.offset, sequence_of(m.value), m.timestamp, now, now)
-                for m in batch
-            ]
-        )
+        decode = self.decode
+        if decode is None:
+            records.extend(
+                [
+                    (m.partition, m.key, m.offset, sequence_of(m.value), m.timestamp, now, now)
+                    for m in batch
+                ]
+            )
+        else:  # --value-format: decode as a plain loop would, once per message
+            seq = [sequence_of(None if m.value is None else decode(m.value)) for m in batch]
+            records.extend(
+                [
+                    (m.partition, m.key, m.offset, sequence, m.timestamp, now, now)
+                    for m, sequence in zip(batch, seq, strict=True)
+                ]
+            )
         if self.out is not None and batch:
             kept = self._log.produce_many(self.out, [(m.key, m.value) for m in batch])
             if kept != len(batch):
@@ -147,8 +167,9 @@ class KafkaRawLoop(RawLoop):
         group: str,
         messages: int,
         out: str | None = None,
+        decode: Callable[[bytes], object] | None = None,
     ) -> None:
-        super().__init__(messages, out)
+        super().__init__(messages, out, decode)
         self._topic = topic
         self._failures: list[str] = []
         self._producer: Producer | None = None
@@ -178,13 +199,15 @@ class KafkaRawLoop(RawLoop):
 
     def _fetch(self, records: list[Record]) -> int:
         batch = self._consumer.consume(num_messages=BATCH, timeout=POLL_TIMEOUT_S)
+        decode = self.decode
         now = time.monotonic_ns()
         before = len(records)
         for m in batch:
             partition, offset = m.partition(), m.offset()
             if m.error() is None and partition is not None and offset is not None:
-                ts = m.timestamp()[1]
-                records.append((partition, m.key(), offset, sequence_of(m.value()), ts, now, now))
+                ts, value = m.timestamp()[1], m.value()
+                decoded = value if decode is None or value is None else decode(value)
+                records.append((partition, m.key(), offset, sequence_of(decoded), ts, now, now))
         if self._producer is not None and self.out is not None and batch:
             self._write(self._producer, self.out, batch)
         return len(records) - before

@@ -4,9 +4,11 @@ For every run a target creates a fresh topic (unique name), produces the whole b
 it *before* the consumer starts (so throughput measures consuming, not producing), hands out
 a laneway source or a raw consume loop for a fresh consumer group, and removes the topic
 afterwards. Message ``i`` has key ``k<i mod keys>`` and a value starting with ``i`` in ten
-ASCII digits (its sequence number). On Kafka the producer is idempotent (so the log itself
-holds each message once, in produce order per partition) and uses the murmur2 partitioner,
-like the embedded log, so a key lands on the same partition number on both.
+ASCII digits (its sequence number), or with ``--value-format json|avro`` an order record
+carrying it (see :mod:`laneway.bench.engines.value_formats`). On Kafka the producer is
+idempotent (so the log itself holds each message once, in produce order per partition) and
+uses the murmur2 partitioner, like the embedded log, so a key lands on the same partition
+number on both.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +26,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from laneway.bench.engines.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
 from laneway.bench.engines.scenarios import DEFAULT_TOPIC_PREFIX
+from laneway.bench.engines.value_formats import deserializer, value_encoder
 from laneway.bench.engines.workloads import encode_value
 from laneway.sources.base import Source
 from laneway.sources.embedded.log import EmbeddedLog
@@ -47,10 +50,13 @@ class Prepared:
     produce_s: float
 
 
-def backlog(messages: int, keys: int) -> Iterator[tuple[bytes, bytes]]:
-    """``(key, value)`` of every message of a run, in sequence order."""
+def backlog(
+    messages: int, keys: int, encode: Callable[[int], bytes] = encode_value
+) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` of every message of a run, in sequence order (``encode``: the
+    value of a sequence number)."""
     for i in range(messages):
-        yield b"k%d" % (i % keys), encode_value(i)
+        yield b"k%d" % (i % keys), encode(i)
 
 
 def unique_name(prefix: str, kind: str) -> str:
@@ -85,15 +91,17 @@ class EmbeddedTarget:
 
     kind = "embedded"
 
-    def __init__(self) -> None:
+    def __init__(self, value_format: str = "bytes") -> None:
         self._logs: dict[str, EmbeddedLog] = {}
+        self._encode = value_encoder(value_format)
+        self._decode = deserializer(value_format)
 
     def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
         topic = unique_name(DEFAULT_TOPIC_PREFIX, prefix)
         log = EmbeddedLog()
         log.create_topic(topic, partitions=partitions)
         started = time.perf_counter()
-        produced = log.produce_many(topic, backlog(messages, keys))
+        produced = log.produce_many(topic, backlog(messages, keys, self._encode))
         self._logs[topic] = log
         group = unique_name(DEFAULT_TOPIC_PREFIX, "group")
         return Prepared(topic, group, produced, time.perf_counter() - started)
@@ -102,7 +110,8 @@ class EmbeddedTarget:
         return self._logs[prepared.topic].subscribe([prepared.topic], prepared.group)
 
     def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
-        return EmbeddedRawLoop(self.source(prepared), messages, self._logs[prepared.topic], out)
+        log = self._logs[prepared.topic]
+        return EmbeddedRawLoop(self.source(prepared), messages, log, out, self._decode)
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         log = self._logs[prepared.topic]
@@ -122,9 +131,16 @@ class KafkaTarget:
 
     kind = "kafka"
 
-    def __init__(self, bootstrap_servers: str, topic_prefix: str = DEFAULT_TOPIC_PREFIX) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic_prefix: str = DEFAULT_TOPIC_PREFIX,
+        value_format: str = "bytes",
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic_prefix = topic_prefix
+        self._encode = value_encoder(value_format)
+        self._decode = deserializer(value_format)
         self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
         self._outputs: dict[str, str] = {}
 
@@ -153,7 +169,9 @@ class KafkaTarget:
         )
 
     def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
-        return KafkaRawLoop(self.bootstrap_servers, prepared.topic, prepared.group, messages, out)
+        return KafkaRawLoop(
+            self.bootstrap_servers, prepared.topic, prepared.group, messages, out, self._decode
+        )
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         described = self._admin.list_topics(topic=prepared.topic, timeout=REQUEST_TIMEOUT_S)
@@ -215,7 +233,7 @@ class KafkaTarget:
     def produce(self, topic: str, messages: int, keys: int, batch_messages: int = 10_000) -> int:
         """Write the backlog of ``messages`` (see :func:`backlog`) in record batches of at
         most ``batch_messages``; return how many were written."""
-        records = ((key, value, None) for key, value in backlog(messages, keys))
+        records = ((key, value, None) for key, value in backlog(messages, keys, self._encode))
         return self._send(topic, records, batch_messages)
 
     def _send(

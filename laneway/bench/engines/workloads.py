@@ -33,12 +33,20 @@ def encode_value(sequence: int) -> bytes:
     return b"%010d" % sequence
 
 
-def sequence_of(value: bytes | None) -> int:
-    """The sequence number a produced value carries (``-1`` for a foreign value)."""
-    if not value or len(value) < SEQUENCE_DIGITS:
+def sequence_of(value: object) -> int:
+    """The sequence number a produced value carries (``-1`` for a foreign value); a value
+    decoded by ``--value-format json|avro`` carries it as its ``sequence`` field."""
+    if not isinstance(value, bytes):
+        return _decoded_sequence(value)
+    if len(value) < SEQUENCE_DIGITS:
         return -1
     head = value[:SEQUENCE_DIGITS]
     return int(head) if head.isdigit() else -1
+
+
+def _decoded_sequence(value: object) -> int:
+    found = value.get("sequence") if isinstance(value, dict) else getattr(value, "sequence", None)
+    return found if isinstance(found, int) else -1
 
 
 def random_fraction(sequence: int) -> float:

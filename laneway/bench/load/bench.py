@@ -11,9 +11,11 @@ Each topology (:mod:`~laneway.bench.load.topologies`) runs each load in turn, ``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from laneway.bench.engines.scenarios import (
     LOAD_PARTITIONS,
@@ -49,6 +51,12 @@ class LoadOptions:
     trace_dir: Path | None = None
     repeat: int = 1
     timeout: float = 600.0
+    otlp_endpoint: str | None = None
+    """Export the producer's and the consumers' spans over OTLP/HTTP to this URL."""
+    jaeger: str | None = None
+    """Jaeger's query URL: read each run's traces back (:mod:`~laneway.bench.load.jaeger`)."""
+    plot_dir: Path | None = None
+    """With ``jaeger``: draw each row's longest trace here (see ``waterfall``)."""
 
     def loads(self) -> list[Load]:
         loads = []
@@ -74,8 +82,9 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
             slow_ms=options.slow_ms,
             trace_dir=options.trace_dir,
             timeout=options.timeout,
+            otlp_endpoint=options.otlp_endpoint,
         )
-        send_span = _tracing(options.trace_dir)
+        send_span = _tracing(options.trace_dir, options.otlp_endpoint)
         for load in options.loads():
             variant = variant_of(load, options.partitions, options.slow_ms)
             for _ in range(options.repeat):
@@ -84,18 +93,68 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
                     row = load_row(outcome, variant)
                     if options.trace_dir is not None:
                         row["trace"] = _slowest_trace(options.trace_dir, outcome)
+                    if options.jaeger is not None and outcome.status == OK:
+                        row["jaeger"] = _read_back(options.jaeger, outcome)
+                        if row["jaeger"] is not None:  # each repetition's, beside its sell-out
+                            row["runs"][0]["longest_trace_ms"] = row["jaeger"]["longest"]["ms"]
                     say(_one_line(row))
                     rows.append(row)
-    return merge_load_rows(rows)
+    merged = merge_load_rows(rows)
+    if options.jaeger is not None and options.plot_dir is not None:
+        for row in merged:
+            _draw_longest(options.jaeger, options.plot_dir, row, say)
+    return merged
 
 
-def _tracing(trace_dir: Path | None) -> SpanFactory | None:
-    if trace_dir is None:
+def _tracing(trace_dir: Path | None, otlp_endpoint: str | None) -> SpanFactory | None:
+    if trace_dir is None and otlp_endpoint is None:
         return None
     from laneway.bench.tickets import trace_files
 
-    trace_files.write_spans_to(trace_dir, "producer")
+    if trace_dir is not None:
+        trace_files.write_spans_to(trace_dir, "producer")
+    if otlp_endpoint is not None:
+        from laneway.bench.load.jaeger import export_spans_to
+
+        export_spans_to(otlp_endpoint)
     return trace_files.send_span
+
+
+def _read_back(query: str, outcome: LoadOutcome) -> dict[str, Any] | None:
+    """What the run's traces in Jaeger say (after the bench's own spans are flushed; the
+    consumers flushed theirs when they stopped)."""
+    from laneway.bench.load.jaeger import read_run
+    from laneway.bench.load.trace_figures import trace_figures
+    from laneway.bench.tickets import trace_files
+
+    trace_files.flush()
+    done = [request for request, _, _ in outcome.timings]
+    traces = read_run(query, outcome.topic, outcome.prefix, done, outcome.started_ns)
+    return trace_figures(traces, outcome.timings)
+
+
+def _draw_longest(query: str, directory: Path, row: Row, say: Callable[[str], None]) -> None:
+    """``trace-<scenario>-<topology>.png``: the row's longest trace as a waterfall, and
+    beside it the ``.json`` document Jaeger's query API returned for it."""
+    from laneway.bench.load.jaeger import fetch_trace, spans_of
+    from laneway.bench.load.waterfall import draw_waterfall
+
+    longest = (row.get("jaeger") or {}).get("longest")
+    if not longest:
+        return
+    document = fetch_trace(query, longest["trace_id"])
+    if document is None:
+        say(f"trace {longest['trace_id']} is no longer in Jaeger: not drawn")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"trace-{row['scenario']}-{row['engine'].replace(' ', '-')}"
+    (directory / f"{name}.json").write_text(json.dumps(document, indent=1) + "\n")
+    title = (
+        f"{row['scenario']} ({row['variant']}), {row['engine']}: the longest trace, "
+        f"{longest['request']}, {longest['ms']:,.0f} ms"
+    )
+    drawn = draw_waterfall(spans_of(document), directory / f"{name}.png", title)
+    say(f"drew {drawn}")
 
 
 def _slowest_trace(trace_dir: Path, outcome: LoadOutcome) -> list[str]:

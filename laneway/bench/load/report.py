@@ -96,7 +96,7 @@ def load_row(outcome: LoadOutcome, variant: str) -> Row:
         last = max(done_at for _, _, done_at in outcome.timings)
         row["runtime_s"] = last - first
         row["tps"] = done / (last - first) if last > first else 0.0
-        row["latency_ms"], row["latency_cdf"] = _latency(outcome.timings)
+        row["latency_ms"], row["latency_cdf"] = latency_figures(outcome.timings)
         if outcome.slow_window is not None:
             row["slow_window_s"] = [outcome.slow_window[0] - first, outcome.slow_window[1] - first]
     if outcome.conflicts and row["status"] == OK:
@@ -106,7 +106,10 @@ def load_row(outcome: LoadOutcome, variant: str) -> Row:
     return row
 
 
-def _latency(timings: Sequence[tuple[str, float, float]]) -> tuple[dict[str, float], list[Any]]:
+def latency_figures(
+    timings: Sequence[tuple[str, float, float]],
+) -> tuple[dict[str, float], list[Any]]:
+    """``avg``, ``p50`` ... ``max`` (ms) and the CDF of ``(id, start, end)`` Unix times."""
     histogram = HdrHistogram(1, _HIGHEST_US, 3)
     for _, produced, done in timings:
         histogram.record_value(min(max(1, int((done - produced) * 1e6)), _HIGHEST_US))
@@ -238,6 +241,7 @@ def print_load_report(console: Console, rows: Sequence[Row], title: str) -> None
         console.print("[bold]Which topology wins[/bold] (runs that finished every request)")
         for line in lines:
             console.print(f"  {line}", highlight=False)
+    print_jaeger_figures(console, rows)
     traced = [r for r in rows if r["trace"]]
     for row in traced:
         console.print()
@@ -248,3 +252,70 @@ def print_load_report(console: Console, rows: Sequence[Row], title: str) -> None
         )
         for line in row["trace"]:
             console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+
+
+def print_jaeger_figures(console: Console, rows: Sequence[Row]) -> None:
+    """With ``--jaeger``: per run, what its traces in Jaeger say beside the bench's own
+    figures (see :mod:`laneway.bench.load.trace_figures`), and its longest trace."""
+    traced = [r for r in rows if r.get("jaeger")]
+    if not traced:
+        return
+    from laneway.bench.tickets.trace_files import render  # the OpenTelemetry SDK's module
+
+    table = Table(title="Read back from Jaeger (trace lengths) vs the bench", header_style="bold")
+    for name in (
+        "scenario", "topology", "traces", "longest trace ms (runs)", "sell-out s: traces / bench",
+        "p50 / p95 / p99 ms: traces", "p50 / p95 / p99 ms: bench",
+        "start: trace - bench ms", "end: trace - bench ms",
+    ):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("scenario", "topology") else "right")
+    for row in traced:
+        jaeger, bench = row["jaeger"], row["latency_ms"] or {}
+        missing = f" [red]({jaeger['incomplete']} incomplete)[/red]" if jaeger["incomplete"] else ""
+        table.add_row(
+            row["scenario"],
+            row["engine"],
+            f"{jaeger['traces']:,}{missing}",
+            " / ".join(
+                f"{r['longest_trace_ms']:,.0f}" for r in row["runs"] if "longest_trace_ms" in r
+            ),
+            f"{jaeger['sell_out_s']:.3f} / {row['runtime_s']:.3f}",
+            _percentiles(jaeger["latency_ms"]),
+            _percentiles(bench),
+            _gap(jaeger["start_gap_ms"]),
+            _gap(jaeger["end_gap_ms"]),
+        )
+    console.print()
+    console.print(table)
+    console.print(
+        "trace length: the producer's send span start -> the last span's end, as Jaeger "
+        "returned them (ns); bench: the record timestamp (whole ms) -> the outcome written "
+        "in the database, before its commit. start / end: per request, the trace's minus "
+        "the bench's, median (p99, min..max): the start agrees within the timestamp's 1 ms; "
+        "the trace ends after the commit, the reply and the handler's return.",
+        style="dim",
+    )
+    for row in traced:
+        longest = row["jaeger"]["longest"]
+        console.print(
+            f"[bold]Longest trace[/bold] of {row['scenario']} {row['engine']} "
+            f"({longest['request']}, trace {longest['trace_id']}, {longest['ms']:,.1f} ms):",
+            highlight=False,
+        )
+        for line in render(longest["spans"]):
+            console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _gap(spread: dict[str, float] | None) -> str:
+    if not spread:
+        return "-"
+    return (
+        f"{spread['median']:+.1f} (p99 {spread['p99']:+.1f}, "
+        f"{spread['min']:+.1f}..{spread['max']:+.1f})"
+    )
+
+
+def _percentiles(latency: dict[str, float]) -> str:
+    if not latency:
+        return "-"
+    return " / ".join(f"{latency[k]:,.1f}" for k in ("p50", "p95", "p99"))

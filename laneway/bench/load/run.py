@@ -28,6 +28,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from laneway.bench.load.consumer_processes import ConsumerProcesses
+from laneway.bench.load.jaeger import consumer_environment
 from laneway.bench.load.topologies import Topology
 from laneway.bench.tickets import database
 from laneway.bench.tickets.requests import Request, RequestProducer, SpanFactory, requests
@@ -60,6 +61,8 @@ class LoadSettings:
     slow_ms: float = 0.0
     trace_dir: Path | None = None
     timeout: float = 600.0
+    otlp_endpoint: str | None = None
+    """Where the producer and the consumers export their spans over OTLP/HTTP, if anywhere."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,11 @@ class LoadOutcome:
     slowest: str | None = None
     """The id of the request that took longest (its trace is in the trace directory)."""
     trace_dir: Path | None = None
+    topic: str = ""
+    prefix: str = ""
+    """The run's topic, and the start of its measured requests' ids."""
+    started_ns: int = 0
+    """When the measured requests began to be produced (ns since the epoch)."""
 
 
 def run_load(
@@ -109,6 +117,7 @@ def run_load(
     run_id = uuid.uuid4().hex[:8]
     topic = f"{settings.topic_prefix}-{load.scenario}-{run_id}"
     prefix = f"{load.scenario}-{run_id}-"
+    outcome.topic, outcome.prefix = topic, prefix
     events = max(1, math.ceil(load.count / REQUESTS_PER_EVENT))
     wanted = requests(load.count, load.count, SEATS_PER_EVENT, events=events, prefix=prefix)
     with contextlib.ExitStack() as stack:
@@ -131,6 +140,7 @@ def run_load(
             producer = RequestProducer(settings.bootstrap, topic, send_span)
             _warm_up(settings, topology, topic, producer, consumers, counter)
             cpu_before = consumers.cpu_seconds()
+            outcome.started_ns = time.time_ns()
             with _slowed(slowdown, load, settings.slow_ms, outcome):
                 if load.rate is None:
                     producer.spike(wanted)
@@ -169,6 +179,8 @@ def _environment(settings: LoadSettings, outcome: LoadOutcome) -> dict[str, str]
         env["TICKETING_STATEMENT_TIMEOUT"] = f"{settings.statement_timeout:g}"
     if outcome.trace_dir is not None:
         env["TICKETING_TRACE_DIR"] = str(outcome.trace_dir)
+    if settings.otlp_endpoint is not None:
+        env.update(consumer_environment(settings.otlp_endpoint))
     return env
 
 

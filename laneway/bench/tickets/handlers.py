@@ -10,8 +10,9 @@ to the consumer's concurrency, within the server's ``max_connections``).
 ``TICKETING_STATEMENT_TIMEOUT`` (seconds, default none) sets the server's
 ``statement_timeout`` on those connections, the usual way a database protects itself from
 piled-up work. Each message is one call of ``reserve()`` (``schema.sql``): one round trip,
-one transaction, idempotent under redelivery. "Sold out" and "seat taken" are outcomes,
-returned, not raised; a database error raises, so laneway retries it.
+one transaction, idempotent under redelivery. "Sold out" and "seat taken" are outcomes
+``reserve()`` records, not errors; a database error raises, so laneway retries it. The
+handlers return ``None`` (laneway fails a message whose handler returns anything else).
 
 With an OpenTelemetry SDK configured (``TICKETING_TRACE_DIR`` configures one that writes
 spans to that directory, see :mod:`laneway.bench.tickets.trace_files`), each call is an ``acquire
@@ -61,7 +62,7 @@ class _Spans:
         try:
             from opentelemetry import trace
 
-            from laneway.observability.tracing import sdk_configured
+            from laneway.observability.otlp import sdk_configured
         except ImportError:
             self._tracer: Any = None
             return
@@ -112,13 +113,13 @@ class AsyncReservations:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def __call__(self, message: Message) -> str:
+    async def __call__(self, message: Message) -> None:
         arguments = reserve_arguments(message)
         with self.spans.acquire():
             connection = await self.pool.acquire()
         try:
             with self.spans.query():
-                return str(await connection.fetchval(RESERVE, *arguments))
+                await connection.fetchval(RESERVE, *arguments)
         finally:
             await self.pool.release(connection)
 
@@ -146,16 +147,15 @@ class BlockingReservations:
     def close(self) -> None:
         self.pool.close()
 
-    def __call__(self, message: Message) -> str:
+    def __call__(self, message: Message) -> None:
         arguments = reserve_arguments(message)
         with self.spans.acquire():
             connection = self.pool.getconn()
         try:
             with self.spans.query():
-                row = connection.execute(RESERVE_PSYCOPG, arguments).fetchone()
+                connection.execute(RESERVE_PSYCOPG, arguments).fetchone()
         finally:
             self.pool.putconn(connection)
-        return str(row[0]) if row else ""
 
 
 def _trace_to_files() -> None:

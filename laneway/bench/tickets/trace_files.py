@@ -52,16 +52,26 @@ class JsonLinesExporter(SpanExporter):
         self._file.close()
 
 
+def provider_for(role: str) -> TracerProvider:
+    """This process's global SDK tracer provider: the one already set (``laneway run``
+    sets one when ``OTEL_EXPORTER_OTLP_ENDPOINT`` asks it to), else a new one for the
+    service ``ticketing-<role>``, set now."""
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    provider = TracerProvider(resource=Resource.create({"service.name": f"ticketing-{role}"}))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
 def write_spans_to(directory: str | Path, role: str) -> None:
-    """Make this process's global tracer provider an SDK one that writes every span to
-    ``<directory>/<role>-<pid>.jsonl`` (flushed at exit)."""
+    """Make this process's global tracer provider (:func:`provider_for`) write every span
+    to ``<directory>/<role>-<pid>.jsonl`` too (flushed at exit)."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    resource = Resource.create({"service.name": f"ticketing-{role}"})
-    provider = TracerProvider(resource=resource)
     exporter = JsonLinesExporter(folder / f"{role}-{os.getpid()}.jsonl")
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
-    trace.set_tracer_provider(provider)
+    processor = BatchSpanProcessor(exporter, max_queue_size=65_536, schedule_delay_millis=200)
+    provider_for(role).add_span_processor(processor)
 
 
 def send_span(topic: str, request_id: str) -> AbstractContextManager[Any]:

@@ -1,2 +1,3 @@
-"""The failure path after a message's last attempt: the dead-letter router, its log lines
-and the per-key circuit."""
+"""The failure path after a message's last attempt: the dead-letter router and its log
+lines (the per-key circuit it keeps is :mod:`laneway.engines.circuit`, which the engines
+check too)."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from collections.abc import Callable
 
+from laneway.logs import get_logger
 from laneway.types import Failure
 
-log = logging.getLogger("laneway.dead_letters")
+log = get_logger("laneway.dead_letters")
 
 BURST = 10
 """Failures logged one by one (with their traceback) per ``WINDOW``."""

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import logging
+import time
 
 from laneway.config import ConsumerConfig
-from laneway.control.dead_letters.circuit import KeyCircuitBreaker
 from laneway.control.dead_letters.failure_log import FailureLog
+from laneway.engines.circuit import KeyCircuitBreaker, open_failure
+from laneway.logs import get_logger
 from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
 from laneway.producing.producer import TraceContext
 from laneway.results import Produce
 from laneway.retry import RetryQueue
+from laneway.serde.decoding import as_read
 from laneway.sources.base import Source
 from laneway.types import Failure, Header, Message, PartitionId
 
-log = logging.getLogger("laneway.dead_letters")
+log = get_logger("laneway.dead_letters")
+
+CLOSE_POLL_S = 0.005
+"""Seconds between two looks at the dead-letter writes while :meth:`DeadLetterRouter.close`
+waits for them."""
 
 HEADER_PREFIX = "laneway."
 """Dead-letter headers (after the original ones): ``laneway.error.type``,
@@ -76,6 +82,7 @@ class DeadLetterRouter:
             else KeyCircuitBreaker(config.poison_threshold, config.poison_cooldown)
         )
         self._log = FailureLog()
+        self._closed = False
         self.dead_lettered = 0
 
     @property
@@ -117,26 +124,39 @@ class DeadLetterRouter:
         runnable: list[Message] = []
         for message in messages:
             if breaker.is_open(message):
-                reason = "the key's circuit is open after repeated failures"
-                self._deliver(Failure(message, "CircuitOpen", reason, 0))
+                self._deliver(open_failure(message))
             else:
                 runnable.append(message)
         return runnable
 
     def poll(self) -> list[Message]:
-        """Serve acknowledgements and due retries; return the messages settled since."""
-        for failure, tries in self._callbacks.due():
-            self._call_back(failure, tries)
-        for failure in self._writes.poll():
-            self._dead_lettered(failure)
-        self._log.tick()
+        """Serve acknowledgements and due retries (until closed); return the messages
+        settled since."""
+        if not self._closed:
+            for failure, tries in self._callbacks.due():
+                self._call_back(failure, tries)
+            for failure in self._writes.poll():
+                self._dead_lettered(failure)
+            self._log.tick()
         settled, self._settled = self._settled, []
         return settled
 
     def close(self, timeout: float) -> None:
-        self._writes.close(timeout)
-        for failure in self._writes.poll():
-            self._dead_lettered(failure)
+        """Serve dead-letter writes for up to ``timeout`` s more, then release the producer.
+
+        A dead letter counts (logged "dead-lettered to X", settled, its offset committable)
+        only when :meth:`poll` saw its write acknowledged. Closing the producer serves its
+        last delivery reports without handing failures back, so nothing is settled after
+        it: a write still unacknowledged (or failed) then leaves its message unsettled and
+        its offset uncommitted, to run again after a restart.
+        """
+        deadline = time.monotonic() + timeout
+        while self._writes.pending and time.monotonic() < deadline:
+            for failure in self._writes.poll():
+                self._dead_lettered(failure)
+            time.sleep(CLOSE_POLL_S)
+        self._closed = True
+        self._writes.close(0.0)
         self._log.flush()
 
     def _dead_lettered(self, failure: Failure) -> None:
@@ -164,7 +184,7 @@ class DeadLetterRouter:
     def _call_back(self, failure: Failure, tries: int) -> None:
         assert self._on_failure is not None
         try:
-            self._on_failure(failure.message, failure)
+            self._on_failure(as_read(failure.message), failure)  # typed: bytes as read
         except Exception as error:
             delay = self._callbacks.later(failure, tries + 1, self._config.retry)
             log.warning("on_failure raised %r; retrying in %.2fs", error, delay)

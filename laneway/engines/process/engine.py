@@ -27,12 +27,17 @@ run twice (at-least-once), and none is reported finished unless a worker replied
 it. A message that kills its worker three times is reported failed (``"WorkerDied"``);
 with ``policy.timeout``, an attempt that runs too long gets its worker killed and
 replaced. See :mod:`laneway.engines.process.slot`.
+
+Signals. Workers leave SIGINT and SIGTERM to the parent (see
+:mod:`laneway.engines.process.worker`): a signal sent to the whole process group stops
+the consumer once, through the parent, which drains the workers and closes each one
+(its handler's ``close()`` runs once per worker); no worker dies of it and none is
+replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import multiprocessing
 import pickle
 import threading
@@ -40,6 +45,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from multiprocessing.connection import Connection, wait
+from multiprocessing.util import Finalize
 from typing import cast
 
 from laneway.engines.admission.gate import Limits
@@ -55,14 +61,16 @@ from laneway.engines.process.slot import (
     Slot,
     WorkerProcess,
     decode_reply,
+    kill_all,
     stop_all,
 )
 from laneway.errors import HandlerImportError, LanewayError
+from laneway.logs import get_logger
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.types import Message, PartitionId
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 START_TIMEOUT = 60.0  # seconds start() waits for every worker to import the handler
 
@@ -129,6 +137,8 @@ class ProcessEngine:
         )
         self._waitables: dict[_Waitable, Slot] = {}
         self._reader: threading.Thread | None = None
+        self._leftovers = _Leftovers(self._slots)
+        self._at_exit: Finalize[None] | None = None
         self._started = self._closing = self._stopping = self._closed = False
 
     @property
@@ -163,6 +173,11 @@ class ProcessEngine:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
             ) from error
+        # Workers leave SIGTERM to the parent, so multiprocessing's own exit handler,
+        # which terminates daemonic children and then joins them, would wait forever for
+        # workers of an engine nobody closed: kill those first (finalizers with an exit
+        # priority run before that handler terminates anything).
+        self._at_exit = Finalize(self, self._leftovers.kill, exitpriority=0)
         for slot in self._slots:
             self._spawn(slot)
         try:
@@ -288,7 +303,9 @@ class ProcessEngine:
                     slot.kill_if_overdue(now_ns, limit)
             for slot in self._slots:
                 if slot.restart_at is not None and slot.restart_at <= time.monotonic():
-                    self._spawn(slot)
+                    with self._leftovers.lock:
+                        if not self._leftovers.killed:
+                            self._spawn(slot)
             self._dispatch()
         for slot in self._slots:
             if slot.worker is not None:
@@ -362,3 +379,21 @@ class ProcessEngine:
         for slot in self._slots:
             slot.worker = None
         self._waitables.clear()
+        if self._at_exit is not None:
+            self._at_exit.cancel()
+
+
+class _Leftovers:
+    """The workers of an engine nobody closed, killed at interpreter exit (or when the
+    engine is garbage-collected); once killed, the reader thread, which may still run,
+    replaces none of them (its replacements would outlive the exit handler's join)."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.slots = slots
+        self.lock = threading.Lock()
+        self.killed = False
+
+    def kill(self) -> None:
+        with self.lock:
+            self.killed = True
+            kill_all([slot.worker for slot in self.slots if slot.worker is not None])

@@ -14,6 +14,7 @@ import time
 from laneway.engines.batch_runs import BatchOutcome
 from laneway.results import Records
 from laneway.retry import Outcome
+from laneway.serde.codec import DESERIALIZATION
 from laneway.types import Message
 
 FailureRecord = tuple[int, str, str, int, str]
@@ -76,3 +77,23 @@ class BatchReply:
         for topic, count in outcome.retries.items():
             first = next(index for index, message in chunk if message.topic == topic)
             retried.append((first, count))
+
+
+def with_undecodable(
+    result: BatchResult,
+    undecodable: list[tuple[int, str]],
+    rows: list[tuple[object, ...] | None],
+    timed: bool,
+) -> BatchResult:
+    """A batch's ``result`` with the rows that did not decode in the worker (``(index,
+    error text)``) added as deserialization failures (no attempt made); with ``timed``,
+    each gets a handler time of 0, so the times stay aligned with the rows sent."""
+    if not undecodable:
+        return result
+    failures, durations, retried, results, unstarted = result
+    failures = failures + [(index, DESERIALIZATION, text, 0, "") for index, text in undecodable]
+    if timed:
+        bad = {index for index, _ in undecodable}
+        ran = iter(durations)
+        durations = [0.0 if i in bad else next(ran) for i, row in enumerate(rows) if row]
+    return failures, durations, retried, results, unstarted

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import signal
 import time
 from collections import deque
 from collections.abc import MutableSequence
@@ -30,7 +31,7 @@ from multiprocessing.context import SpawnContext
 from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
 from laneway.engines.base import ResultGroup
 from laneway.engines.process.reply import BatchResult, FailureRecord, ResultRecord
-from laneway.engines.process.worker import worker_main
+from laneway.engines.process.worker import PARENTS_SIGNALS, worker_main
 from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message
 
@@ -112,7 +113,15 @@ class WorkerProcess:
         self.conn, child_end = ctx.Pipe(duplex=True)
         args = (child_end, handler_blob, policy, progress)
         self.process = ctx.Process(target=worker_main, args=args, name=name, daemon=True)
-        self.process.start()
+        # The worker inherits this thread's signal mask: with the signals it leaves to the
+        # parent blocked, one sent to the process group while its interpreter starts waits
+        # for the worker's own handler (see leave_signals_to_the_parent); this process
+        # receives it on another thread, or once the mask is restored.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, PARENTS_SIGNALS)
+        try:
+            self.process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         child_end.close()
         self.sentinel = self.process.sentinel
         self.pid = 0
@@ -188,13 +197,19 @@ class Harvest:
 
 
 def stop_all(workers: list[WorkerProcess], grace: float) -> None:
-    """Wait up to ``grace`` s for workers to exit, then terminate and finally kill them."""
+    """Wait up to ``grace`` s for workers to exit, then kill them (they leave SIGTERM to
+    the parent, so terminating them would do nothing)."""
     deadline = time.monotonic() + grace
     for worker in workers:
         worker.process.join(max(deadline - time.monotonic(), 0.0))
+    kill_all(workers)
+
+
+def kill_all(workers: list[WorkerProcess]) -> None:
+    """Kill the workers still alive and reap them all."""
     for worker in workers:
         if worker.process.is_alive():
-            worker.process.terminate()
+            worker.process.kill()
     for worker in workers:
         worker.reap()
 

@@ -18,15 +18,30 @@ to the parent over one duplex pipe:
   reply: no message per result) and ``seconds`` how long the batch took; an empty payload
   means "exit". With a batch handler the worker calls it on runs of ``batch_size`` rows.
 
+With a ``value_deserializer`` or ``key_deserializer`` the handler arrives as a
+:class:`~laneway.serde.typed_handlers.DecodingHandler`: the worker decodes each batch's rows
+before it runs them (the parent ships bytes and decodes nothing), and a row that does not
+decode is not run but reported as a failure of error type ``deserialization`` with no
+attempt, which the parent dead-letters without a retry.
+
 A receiver thread reads batches off the pipe as soon as they arrive, so the parent's
 send never waits for the handler to finish the previous batch. Before each message the
 worker writes ``(batch_id, index)`` to a small shared array (and, with a timeout, when
 each attempt starts); if the process dies or hangs, the parent reads it to learn which
 message was running.
 
-Workers ignore SIGINT: Ctrl-C goes to the whole process group, and the parent decides
-how to drain. A handler that raises ``SystemExit`` fails that attempt like any error;
-``KeyboardInterrupt`` fails the message at once; either way the worker keeps running.
+Workers leave SIGINT and SIGTERM to the parent: Ctrl-C, ``kill -TERM -PGID``, ``timeout``,
+systemd's default ``KillMode=control-group`` and a Kubernetes pod stop through a shell
+signal the whole process group (or cgroup), workers included, and the parent decides how
+to drain: it stops sending work, waits for the batches out, then tells each worker to
+exit, and the handler's ``close()`` runs once in each. A worker therefore catches both
+signals with a handler that does nothing (not ``SIG_IGN``, which processes a handler
+starts would inherit), from before the handler is unpickled; the parent blocks them while
+it starts a worker (see :class:`~laneway.engines.process.slot.WorkerProcess`), so a signal
+that arrives while the worker's interpreter starts waits for that handler too. The parent
+ends a worker that does not stop in time with SIGKILL. A handler that raises
+``SystemExit`` fails that attempt like any error; ``KeyboardInterrupt`` fails the message
+at once; either way the worker keeps running.
 """
 
 from __future__ import annotations
@@ -39,24 +54,32 @@ import time
 from collections.abc import MutableSequence
 from multiprocessing.connection import Connection
 from queue import SimpleQueue
+from types import FrameType
 
 from laneway.engines.admission.gate import gate_for
 from laneway.engines.attempts import AttemptStamp
 from laneway.engines.invoker import Invoker
+from laneway.engines.process.reply import BatchResult, with_undecodable
 from laneway.retry import RetryPolicy, describe
+from laneway.serde.decoding import Decoding
+from laneway.serde.typed_handlers import DecodingHandler, WorkerViews
 
 
 def worker_main(
     conn: Connection, handler_blob: bytes, policy: RetryPolicy, progress: MutableSequence[int]
 ) -> None:
     """Entry point of a worker process (the ``target`` of its ``Process``)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_signals_to_the_parent()
     try:
         handler, hooks, timed, batch_size, limits = pickle.loads(handler_blob)
     except BaseException as error:  # reported to the parent, which raises
         name, text = describe(error)
         conn.send_bytes(pickle.dumps(("error", f"{name}: {text}")))
         return
+    decoding: Decoding | None = None
+    views = WorkerViews()
+    if isinstance(handler, DecodingHandler):  # typed messages: decoded here, not in the parent
+        handler, decoding, views = handler.in_worker(batch_size is not None)
     if policy.timeout is not None:
         hooks = (*hooks, AttemptStamp(progress))
     gate = None if limits is None else gate_for(limits, is_async=False)
@@ -70,13 +93,38 @@ def worker_main(
         )
         return
     try:
-        _serve(conn, invoker, progress)
+        _serve(conn, invoker, progress, decoding, views)
     finally:
         invoker.lifecycle.close_now()
 
 
-def _serve(conn: Connection, invoker: Invoker, progress: MutableSequence[int]) -> None:
-    """Answer batches until the parent says "exit" or goes away."""
+PARENTS_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+"""Signals a worker leaves to its parent (see the module docs)."""
+
+
+def leave_signals_to_the_parent() -> None:
+    """Catch :data:`PARENTS_SIGNALS` with a handler that does nothing, then unblock them
+    (the parent starts workers with them blocked): a signal that arrived meanwhile is
+    handled, by doing nothing, now. Processes the handler starts get the default action
+    back (exec resets caught signals, unlike ignored ones)."""
+    for signum in PARENTS_SIGNALS:
+        signal.signal(signum, _leave_to_the_parent)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENTS_SIGNALS)
+
+
+def _leave_to_the_parent(signum: int, frame: FrameType | None) -> None:
+    """The parent got the same signal (it went to the process group) and drains."""
+
+
+def _serve(
+    conn: Connection,
+    invoker: Invoker,
+    progress: MutableSequence[int],
+    decoding: Decoding | None,
+    views: WorkerViews,
+) -> None:
+    """Answer batches until the parent says "exit" or goes away; with ``decoding``, each
+    batch's rows are decoded first (see :func:`_run_decoded`)."""
     conn.send_bytes(pickle.dumps(("ready", os.getpid())))
     inbox: SimpleQueue[bytes | None] = SimpleQueue()
     threading.Thread(
@@ -88,12 +136,33 @@ def _serve(conn: Connection, invoker: Invoker, progress: MutableSequence[int]) -
             return
         batch_id, rows = pickle.loads(data)
         started = time.perf_counter()
-        result = invoker.run_rows(batch_id, rows, progress)
+        if decoding is None:
+            result = invoker.run_rows(batch_id, rows, progress)
+        else:
+            result = _run_decoded(invoker, decoding, views, batch_id, rows, progress)
         reply = (batch_id, result, time.perf_counter() - started)
         try:
             conn.send_bytes(pickle.dumps(reply, protocol=5))
         except OSError:
             return
+
+
+def _run_decoded(
+    invoker: Invoker,
+    decoding: Decoding,
+    views: WorkerViews,
+    batch_id: int,
+    rows: list[tuple[object, ...] | None],
+    progress: MutableSequence[int],
+) -> BatchResult:
+    """Decode the batch's rows, run those that decoded with their views at hand, and
+    report the others as deserialization failures (not retried, the handler not called)."""
+    kept, views.by_position, undecodable = decoding.rows(rows)
+    try:
+        result = invoker.run_rows(batch_id, kept, progress)
+    finally:
+        views.by_position = {}
+    return with_undecodable(result, undecodable, rows, invoker.timed)
 
 
 def _receive(conn: Connection, inbox: SimpleQueue[bytes | None]) -> None:

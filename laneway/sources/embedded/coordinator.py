@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import SourceError
+from laneway.offsets.log_end import trusted_position
 from laneway.sources.embedded.group import Group, Member
 from laneway.sources.embedded.partition import PartitionLog
 from laneway.sources.embedded.segment import LogDirectory
@@ -61,13 +62,16 @@ class GroupCoordinator:
         self._interest: dict[str, set[str]] = {}
         self._commits: dict[str, dict[PartitionId, CommitPosition]] = {}
         self._versions: dict[str, int] = {}
+        self._unchecked: set[PartitionId] = set()  # restored commits not checked yet
 
     def restore(self, commits: dict[str, dict[PartitionId, CommitPosition]]) -> None:
-        """Adopt commits read from disk; their groups hold back trimming of those topics."""
+        """Adopt commits read from disk; their groups hold back trimming of those topics.
+        Each partition's are checked against its end when it is first refloored."""
         self._commits = commits
         for group, positions in commits.items():
-            for topic, _ in positions:
-                self._interest.setdefault(topic, set()).add(group)
+            for pid in positions:
+                self._interest.setdefault(pid[0], set()).add(group)
+                self._unchecked.add(pid)
 
     def subscribe_locked(self, topics: Sequence[str], group: str) -> None:
         for topic in topics:
@@ -82,6 +86,8 @@ class GroupCoordinator:
     def refloor_locked(self, part: PartitionLog) -> None:
         """Trim ``part`` up to the lowest commit among the groups subscribed to its topic."""
         pid = (part.topic, part.partition)
+        if pid in self._unchecked:
+            self._check_restored_locked(part)
         floor: int | None = None
         for group in self._interest.get(part.topic, ()):
             position = self._commits.get(group, {}).get(pid)
@@ -92,6 +98,22 @@ class GroupCoordinator:
         if floor is not None and floor > part.start:
             self.trimmed += part.advance_start(floor)
             self._on_trim()
+
+    def _check_restored_locked(self, part: PartitionLog) -> None:
+        """The partition was read from disk, maybe without its unsynced tail (cut off on
+        open): a restored commit beyond its end becomes the end (every record the log kept
+        was committed), and finished offsets at or past the end leave the metadata (see
+        :mod:`laneway.offsets.log_end`), before anything is written there again."""
+        pid = (part.topic, part.partition)
+        self._unchecked.discard(pid)
+        for group, positions in self._commits.items():
+            position = positions.get(pid)
+            if position is None:
+                continue
+            where = f"embedded:{group}: {part.topic}[{part.partition}]"
+            fallback = f"the group is at the end, {part.end}, which it had committed past"
+            trusted = trusted_position(where, position, part.end, fallback)
+            positions[pid] = CommitPosition(part.end) if trusted is None else trusted
 
     def close_locked(self) -> None:
         self._closed = True
@@ -117,7 +139,9 @@ class GroupCoordinator:
         """Refresh liveness, evict silent peers, and hand out what ``member`` must be told.
 
         Returns (lost, to revoke, newly assigned with committed positions); the assignment
-        is effective at once, revocations once :meth:`release` is called.
+        is effective at once, revocations once :meth:`release` is called. A committed
+        position is checked against the partition's end first (see
+        :mod:`laneway.offsets.log_end`): one beyond it counts as nothing committed.
         """
         with self._lock:
             group = self._check_open(member)
@@ -138,6 +162,13 @@ class GroupCoordinator:
             for pid in assign:
                 part = self._topics[pid[0]][pid[1]]
                 position = commits.get(pid)
+                if position is not None:
+                    position = trusted_position(
+                        f"embedded:{member.group}: {pid[0]}[{pid[1]}]",
+                        position,
+                        part.end,
+                        f"reading starts at the earliest retained offset, {part.start}",
+                    )
                 group.owner[pid] = member
                 member.assign(pid, part, part.start if position is None else position.offset)
                 assigned[pid] = position

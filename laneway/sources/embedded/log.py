@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,11 +23,10 @@ from laneway.sources.embedded.producer import EmbeddedProducer
 from laneway.sources.embedded.segment import LogDirectory
 from laneway.sources.embedded.source import EmbeddedSource
 from laneway.sources.embedded.transactions import EmbeddedTransaction
+from laneway.sources.topic_names import check_topic_name, check_topic_names
 from laneway.types import CommitPosition, Header, PartitionId
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStats", "EmbeddedSource"]
-
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 @dataclass(frozen=True)
@@ -127,11 +125,7 @@ class EmbeddedLog:
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         """Create ``name`` with ``partitions`` partitions; a no-op if it exists with that count."""
-        if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise ConfigError(
-                f"topic name {name!r} is not valid; allowed: 1-249 characters of "
-                "ASCII letters, digits, '.', '_' and '-' (not '.' or '..')"
-            )
+        check_topic_name(name, "name")
         count = whole_number(partitions, "partitions")
         with self._lock:
             self._check_open()
@@ -238,9 +232,7 @@ class EmbeddedLog:
         taken over by the group's other members (it then gets ``on_lost``). Time spent in a
         rebalance callback counts, so keep it above the consumer's ``drain_timeout``.
         """
-        names = [topics] if isinstance(topics, str) else list(topics)
-        if not names:
-            raise ConfigError("topics=[] is not valid; expected at least one topic name")
+        names = list(check_topic_names([topics] if isinstance(topics, str) else topics))
         if not isinstance(group, str) or not group:
             raise ConfigError(f"group={group!r} is not valid; expected a non-empty string")
         timeout = seconds(session_timeout, "session_timeout")

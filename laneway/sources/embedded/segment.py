@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import struct
 import threading
@@ -33,9 +32,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from laneway.errors import SourceError
+from laneway.logs import get_logger
 from laneway.types import CommitPosition, Header, Message, PartitionId
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 FORMAT_VERSION = 1
 FILE_HEADER = b"LANEWAY" + bytes([FORMAT_VERSION])

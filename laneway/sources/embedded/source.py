@@ -11,8 +11,7 @@ from laneway.offsets.offset_progress import OffsetProgress
 from laneway.options import seconds, whole_number
 from laneway.producing.producer import Producer
 from laneway.producing.transactions import Transaction
-from laneway.sources.base import RebalanceListener
-from laneway.sources.capabilities import SourceCapabilities
+from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.embedded.coordinator import GroupCoordinator
 from laneway.sources.embedded.group import Member
 from laneway.types import CommitPosition, Message, PartitionId
@@ -29,7 +28,9 @@ class EmbeddedSource:
     callbacks run inside ``poll``, in the polling thread: ``on_lost``, then ``on_revoked``
     (commits made during it still count; the partitions move only after it returns), then
     ``on_assigned`` with each partition's committed position (``None``: nothing committed,
-    reading starts at the earliest retained offset).
+    reading starts at the earliest retained offset), checked against the partition's end
+    first: finished offsets at or past it are dropped from the metadata, and a committed
+    offset beyond it counts as nothing committed (see :mod:`laneway.offsets.log_end`).
 
     ``poll`` shares ``max_messages`` fairly over the owned, non-paused partitions and returns
     the log's own :class:`laneway.Message` objects (no copies). Poll more often than

@@ -9,17 +9,19 @@ paused, and the committed offsets fetching began at.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
-from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from laneway.logs import get_logger
 from laneway.sources.base import RebalanceListener
 from laneway.sources.kafka.positions import committed_positions
+from laneway.sources.kafka.starts import trusted_starts
+from laneway.sources.kafka.topic_watch import TopicWatch
 from laneway.types import PartitionId
 
 # The source's own logger: these lines are about the KafkaSource, not this helper.
-logger = logging.getLogger("laneway.sources.kafka.source")
+logger = get_logger("laneway.sources.kafka.source")
 
 
 class Assignment:
@@ -28,17 +30,22 @@ class Assignment:
     ``listener`` is ``None`` until the source is opened; until then nothing is reported.
     :meth:`on_assign`, :meth:`on_revoke` and :meth:`on_lost` are the ``subscribe()``
     callbacks. ``name`` names the source in log lines and errors; ``incremental`` says the
-    assignment strategy is cooperative (assignments add to the owned partitions).
+    assignment strategy is cooperative (assignments add to the owned partitions); ``reset``
+    is the client's ``auto.offset.reset``, applied where a committed offset lies beyond the
+    log end (see :mod:`laneway.sources.kafka.starts`).
     """
 
-    def __init__(self, name: str, incremental: bool) -> None:
+    def __init__(self, name: str, incremental: bool, reset: str = "earliest") -> None:
         self.listener: RebalanceListener | None = None
         self.owned: set[PartitionId] = set()
         self.starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
         self.paused: set[PartitionId] = set()
         self.closing = False
+        self.watch: TopicWatch | None = None
+        """The source's watch of missing topics, told of assignments."""
         self._name = name
         self._incremental = incremental
+        self._reset = reset  # auto.offset.reset
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self.closing:
@@ -46,12 +53,10 @@ class Assignment:
             # unassign (the library's fallback assign call); the listener is not told.
             return
         positions = committed_positions(consumer, partitions, self._name) if partitions else {}
-        start = [
-            TopicPartition(t, p, OFFSET_INVALID if pos is None else pos.offset)
-            for (t, p), pos in positions.items()
-        ]
-        # Assigning with explicit offsets makes fetching start exactly at the positions the
-        # listener is told about; OFFSET_INVALID lets auto.offset.reset decide.
+        # Checked against the log ends (see starts.py), then assigned with explicit
+        # offsets: fetching starts exactly at the positions the listener is told about;
+        # OFFSET_INVALID (nothing committed) lets auto.offset.reset decide.
+        positions, start = trusted_starts(consumer, positions, self._name, self._reset)
         if self._incremental:
             consumer.incremental_assign(start)
         else:
@@ -61,6 +66,8 @@ class Assignment:
             # newly assigned to this member starts unpaused, as the listener expects.
             consumer.resume(start)
         self.owned.update(positions)
+        if self.watch is not None:
+            self.watch.assigned({topic for topic, _ in positions})
         for pid, pos in positions.items():
             if pos is None:
                 self.starts.pop(pid, None)
@@ -93,6 +100,16 @@ class Assignment:
         self.forget(owned)
         if owned and self.listener is not None:
             self.listener.on_lost(owned)
+
+    def lose_topics(self, topics: Iterable[str]) -> list[PartitionId]:
+        """Give up the owned partitions of ``topics`` (deleted from the cluster, so nothing
+        of theirs can be committed) through the listener's ``on_lost``; return them."""
+        wanted = set(topics)
+        ids = sorted(pid for pid in self.owned if pid[0] in wanted)
+        self.forget(ids)  # librdkafka revokes them too, at the rebalance the watch starts
+        if ids and self.listener is not None:
+            self.listener.on_lost(ids)
+        return ids
 
     def forget(self, ids: Iterable[PartitionId]) -> None:
         for pid in ids:

@@ -1,19 +1,28 @@
 """Checks a KafkaSource makes when it opens: the cluster answers, the topics exist.
 
 Without them a consumer of an unreachable broker, or of a topic nobody created, waits
-forever and looks like one with nothing to read.
+forever and looks like one with nothing to read. A cluster that refuses the client (a
+wrong password, an untrusted certificate, no ACL for a topic) fails the check at once
+with :class:`~laneway.errors.AccessDeniedError`, the cause first.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
-from laneway.errors import SourceError, UnknownTopicError
+from laneway.errors import AccessDeniedError, SourceError, UnknownTopicError
 from laneway.sources.kafka.client_logs import ErrorReporter, describe
+from laneway.sources.kafka.denials import Access
+
+FIRST_WAIT = 0.05
+"""Seconds of the first metadata request of :func:`check_reachable`; each next one waits
+twice as long, so a refusal reported meanwhile is seen within about as long again as it
+took to arrive, and a slow but healthy cluster still gets longer and longer to answer."""
 
 
 class MetadataClient(Protocol):
@@ -46,7 +55,8 @@ def check_reachable(
 ) -> None:
     """Raise :class:`SourceError` naming the address unless a broker answers a metadata
     request within ``timeout`` seconds (a name that does not resolve fails at once).
-    ``serve_errors`` lets the client deliver its pending errors to ``errors``."""
+    ``serve_errors`` lets the client deliver its pending errors to ``errors``: a refusal
+    among them (authentication, TLS) raises :class:`AccessDeniedError` right away."""
     unresolved: list[str] = []
     for host, port in addresses(bootstrap_servers):
         try:
@@ -58,21 +68,39 @@ def check_reachable(
             f"cannot reach the Kafka cluster at {bootstrap_servers}: the broker name does not "
             f"resolve: {', '.join(unresolved)}"
         )
-    try:
-        client.list_topics(timeout=timeout)
-    except KafkaException as exc:
+    deadline = time.monotonic() + timeout
+    wait = FIRST_WAIT
+    while True:
+        try:
+            client.list_topics(timeout=max(0.001, min(wait, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            failure = exc
         serve_errors()  # error_cb knows why (refused, TLS, ...)
-        cause = errors.last or describe(exc)
-        raise SourceError(
-            f"cannot reach the Kafka cluster at {bootstrap_servers}: no broker answered "
-            f"within connect_timeout={timeout:g} s ({cause}); check bootstrap_servers and "
-            "that the broker runs and listens there"
-        ) from exc
+        if errors.denied is not None:
+            raise AccessDeniedError(str(errors.denied)) from None
+        if time.monotonic() >= deadline:
+            break
+        wait *= 2
+    cause = errors.last or describe(failure)
+    raise SourceError(
+        f"cannot reach the Kafka cluster at {bootstrap_servers}: no broker answered "
+        f"within connect_timeout={timeout:g} s ({cause}); check bootstrap_servers and "
+        "that the broker runs and listens there"
+    ) from failure
 
 
-def check_topics(client: MetadataClient, topics: Sequence[str], timeout: float) -> None:
+def check_topics(
+    client: MetadataClient,
+    topics: Sequence[str],
+    timeout: float,
+    access: Access | None = None,
+    operation: str = "READ",
+) -> None:
     """Raise :class:`UnknownTopicError` naming the subscribed topics the cluster does not
-    have (regular-expression subscriptions, ``^...``, are not checked)."""
+    have (regular-expression subscriptions, ``^...``, are not checked), and
+    :class:`AccessDeniedError` for one the client may not see: it needs ``operation`` on
+    it (``access`` names the client)."""
     missing: list[str] = []
     for topic in topics:
         if topic.startswith("^"):
@@ -84,6 +112,9 @@ def check_topics(client: MetadataClient, topics: Sequence[str], timeout: float) 
                 f"reading the metadata of topic {topic!r} failed: {describe(exc)}"
             ) from exc
         error = None if found is None else found.error
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            denial = (access or Access.unknown()).refusal(error, {"topic": (operation, topic)})
+            raise AccessDeniedError(str(denial))
         if found is None or (
             error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         ):

@@ -7,11 +7,12 @@ asking for it is a :class:`laneway.errors.ConfigError` rather than a silent over
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from laneway.errors import ConfigError
 from laneway.options import flag, seconds
+from laneway.sources.topic_names import check_topic_names
 
 DEFAULT_ASSIGNMENT_STRATEGY = "cooperative-sticky"
 """Incremental rebalancing: only partitions that move are revoked, and a partition is handed
@@ -47,6 +48,17 @@ DEFAULTS: Mapping[str, object] = {
 Other fetch settings stay at librdkafka's defaults: ``fetch.min.bytes=1`` already answers as
 soon as any record is available. The prefetch memory is bounded by :func:`prefetch_settings`.
 """
+
+METADATA_REFRESH_MS = 300_000
+"""librdkafka's default ``topic.metadata.refresh.interval.ms`` (5 minutes): how often a
+client refreshes the metadata of its topics unless an error makes it look sooner. A topic
+created later, partitions added to a topic, and a topic deleted without an error reaching
+this member are noticed at that pace; lower the setting in ``config`` (the ``[kafka]``
+table) for sooner, at the cost of one metadata request per interval and member."""
+WAITING_DEFAULTS: Mapping[str, object] = {"topic.metadata.refresh.interval.ms": 5_000}
+"""With ``wait_for_topics=True`` laneway refreshes metadata every 5 s instead of
+:data:`METADATA_REFRESH_MS` (unless ``config`` says otherwise), so that a topic created
+while the consumer waits, or partitions added later, are consumed within seconds."""
 
 FETCH_MAX_BYTES = 52_428_800
 """librdkafka's default ``fetch.max.bytes`` (50 MiB): the most one fetch response holds."""
@@ -148,8 +160,11 @@ def build_settings(
     group_id = non_empty_text(group, "group", "the consumer group id, e.g. 'billing'")
     names = topic_names(topics)
     user = user_config(config, FORCED, _WHY_FORCED, "KafkaSource")
+    wait = flag(wait_for_topics, "wait_for_topics")
 
     merged: dict[str, object] = dict(DEFAULTS)
+    if wait:
+        merged.update(WAITING_DEFAULTS)
     if str(user.get("group.protocol", "classic")).lower() != "consumer":
         # KIP-848 (group.protocol=consumer) assigns on the broker and rejects this setting.
         merged["partition.assignment.strategy"] = DEFAULT_ASSIGNMENT_STRATEGY
@@ -164,7 +179,7 @@ def build_settings(
         consumer_config=merged,
         incremental=_is_incremental(merged),
         connect_timeout=seconds(connect_timeout, "connect_timeout"),
-        wait_for_topics=flag(wait_for_topics, "wait_for_topics"),
+        wait_for_topics=wait,
     )
 
 
@@ -178,20 +193,9 @@ def non_empty_text(value: object, option: str, expected: str) -> str:
 
 
 def topic_names(topics: object) -> tuple[str, ...]:
-    """The distinct topic names of ``topics``, or a ConfigError unless it lists some."""
-    if isinstance(topics, (str, bytes)) or not isinstance(topics, Iterable):
-        raise ConfigError(
-            f"topics={topics!r} is not valid; expected a list of topic names, e.g. ['orders']"
-        )
-    names: list[str] = []
-    for topic in topics:
-        if not isinstance(topic, str) or not topic.strip():
-            raise ConfigError(f"topics contains {topic!r}; every topic must be a non-empty string")
-        if topic not in names:
-            names.append(topic)
-    if not names:
-        raise ConfigError("topics=[] is not valid; expected at least one topic name")
-    return tuple(names)
+    """The distinct topic names of ``topics``, each a legal Kafka topic name or a ``^...``
+    pattern (see :mod:`laneway.sources.topic_names`), or a ConfigError unless it lists some."""
+    return check_topic_names(topics, "topics", patterns=True)
 
 
 def user_config(

@@ -3,76 +3,66 @@
 Without this, librdkafka writes straight to stderr, about 19 lines a second while a
 broker is unreachable. laneway's Kafka clients hand librdkafka the ``laneway.librdkafka``
 logger (confluent-kafka's ``logger`` setting; lines arrive while the client is polled)
-and an :class:`ErrorReporter` as ``error_cb``. A :class:`RepeatFilter` on that logger lets
-each distinct line through once per ``REPEAT_WINDOW`` seconds and says how often it was
-held back. A user's own ``logger`` or ``error_cb`` setting is left as it is.
+and an :class:`ErrorReporter` as ``error_cb``. Both loggers hold back repeated lines
+(see :mod:`laneway.logs`): each distinct line passes once per ``REPEAT_WINDOW`` seconds
+and the next one says how often it was held back. A user's own ``logger`` or
+``error_cb`` setting is left as it is.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 
 from confluent_kafka import KafkaError, KafkaException
 
-LIBRDKAFKA_LOGGER = logging.getLogger("laneway.librdkafka")
+from laneway.errors import AccessDeniedError
+from laneway.logs import get_logger
+from laneway.sources.kafka.denials import Access, Request
+
+LIBRDKAFKA_LOGGER = get_logger("laneway.librdkafka", every_level=True)
 """The logger librdkafka's lines go to (its level tunes them: DEBUG shows everything)."""
-ERRORS_LOGGER = logging.getLogger("laneway.kafka")
+ERRORS_LOGGER = get_logger("laneway.kafka")
 """Client errors reported through ``error_cb``."""
-
-REPEAT_WINDOW = 30.0
-"""Seconds during which the same line is logged once."""
-
-
-class RepeatFilter(logging.Filter):
-    """Passes each distinct message once per ``window`` seconds; the next time it passes
-    it says how many times it was held back meanwhile. Thread-safe (librdkafka lines may
-    come from any thread that polls a client)."""
-
-    def __init__(self, window: float = REPEAT_WINDOW) -> None:
-        super().__init__()
-        self._window = window
-        self._lock = threading.Lock()
-        self._seen: dict[str, tuple[float, int]] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        now = time.monotonic()
-        with self._lock:
-            last, held = self._seen.get(text, (-self._window, 0))
-            if now - last < self._window:
-                self._seen[text] = (last, held + 1)
-                return False
-            self._seen[text] = (now, 0)
-            if len(self._seen) > 1_000:
-                self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self._window}
-        if held:
-            record.msg = f"{text} (and {held} more like it in the last {self._window:g} s)"
-            record.args = ()
-        return True
 
 
 class ErrorReporter:
-    """An ``error_cb`` that logs client errors as clear warnings (fatal ones as errors),
-    each distinct one once per ``REPEAT_WINDOW``, and remembers the last for diagnostics
-    (e.g. why a broker could not be reached)."""
+    """An ``error_cb`` that logs client errors as clear warnings (fatal ones as errors)
+    and remembers the last for diagnostics (e.g. why a broker could not be reached).
 
-    def __init__(self, name: str) -> None:
+    A permanent refusal (see :mod:`laneway.sources.kafka.denials`) is kept in
+    :attr:`denied` too. With a ``request`` (what the client asks the cluster for, to
+    name the missing ACL) the client's owner raises it, and whoever ends the run with it
+    logs it once as an ERROR: the reporter logs it at DEBUG only.
+    """
+
+    def __init__(self, name: str, access: Access, request: Request | None) -> None:
         self._name = name
+        self._access = access
+        self._request = request
         self.last: str | None = None
+        self.denied: AccessDeniedError | None = None
 
     def __call__(self, error: KafkaError) -> None:
         text = describe_error(error)
         self.last = text
+        denial = self._access.refusal(error, self._request or {})
+        if denial is not None and self.denied is None:
+            self.denied = denial
+        if denial is not None and self._request is not None:
+            ERRORS_LOGGER.debug("%s: %s", self._name, text)
+            return
         level = logging.ERROR if error.fatal() else logging.WARNING
         ERRORS_LOGGER.log(level, "%s: %s", self._name, text)
 
 
-def client_logging(name: str, config: dict[str, object]) -> ErrorReporter:
+def client_logging(
+    name: str, config: dict[str, object], request: Request | None = None
+) -> ErrorReporter:
     """Add the ``logger`` and ``error_cb`` settings to ``config`` unless the user gave
-    their own; return the reporter (it also records errors when the user's logger is kept)."""
-    reporter = ErrorReporter(name)
+    their own; return the reporter (it also records errors when the user's logger is
+    kept). ``request``: what the client asks for, given by an owner that raises the
+    refusals the reporter keeps (see :class:`ErrorReporter`)."""
+    reporter = ErrorReporter(name, Access(config), request)
     config.setdefault("logger", LIBRDKAFKA_LOGGER)
     config.setdefault("error_cb", reporter)
     return reporter
@@ -90,5 +80,8 @@ def describe(exc: Exception) -> str:
     return str(exc)
 
 
-for _logger in (LIBRDKAFKA_LOGGER, ERRORS_LOGGER):
-    _logger.addFilter(RepeatFilter())
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError a Kafka client call raised with, if any."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None

@@ -12,23 +12,34 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import KafkaError
 from confluent_kafka import Message as KafkaMessage
 
+from laneway.errors import AccessDeniedError
+from laneway.sources.kafka.denials import is_permanent
 from laneway.types import Message
+
+Refusal = Callable[[KafkaError, "str | None"], AccessDeniedError]
+"""Makes the error a permanent refusal of a record's topic (or of the group) raises."""
 
 
 def messages_of(
     batch: Iterable[KafkaMessage],
     on_error: Callable[[KafkaError], None],
     count_deliveries: bool = False,
+    refusal: Refusal | None = None,
 ) -> list[Message]:
     """The records of ``batch`` as Messages, in order; an error event is handed to
     ``on_error`` (which skips it or raises) instead. ``count_deliveries``: fill
-    ``Message.delivery_count`` (share groups count; a consumer group does not)."""
+    ``Message.delivery_count`` (share groups count; a consumer group does not).
+    ``refusal``: an event that is a permanent refusal (a missing ACL, see
+    :mod:`laneway.sources.kafka.denials`) raises what it makes of the error and the
+    event's topic instead of going to ``on_error``."""
     messages: list[Message] = []
     append = messages.append
     new_message = tuple.__new__
     for m in batch:
         error = m.error()
         if error is not None:
+            if refusal is not None and is_permanent(error):
+                raise refusal(error, m.topic())
             on_error(error)
             continue
         # A consumed record's headers are a list of (str, bytes | None) or None.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +13,19 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from laneway.errors import SourceError
+from laneway.errors import AccessDeniedError, SourceError
+from laneway.logs import get_logger
 from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
-from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
+from laneway.sources.kafka.client_logs import (
+    client_logging,
+    describe,
+    describe_error,
+    kafka_error,
+)
+from laneway.sources.kafka.denials import Access, creating, is_permanent, writing
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PRODUCER_MAX_BYTES = 1_000_000_000
 """librdkafka's largest ``message.max.bytes``."""
@@ -54,6 +60,11 @@ class KafkaProducer:
     writer calls while anything is unacknowledged, having handed it back as failed (only
     failures are reported, ``delivery.report.only.error``). A slow or failing target topic never
     blocks the partitions that have nothing to write.
+
+    A write or topic creation the cluster refuses for good (a missing ACL, see
+    :mod:`laneway.sources.kafka.denials`) raises
+    :class:`~laneway.errors.AccessDeniedError` from :meth:`poll`, :meth:`produce` or
+    :meth:`create_topic_like`: writing again cannot succeed.
     """
 
     def __init__(self, connection: dict[str, object], name: str = "kafka producer") -> None:
@@ -73,6 +84,8 @@ class KafkaProducer:
             "delivery.report.only.error": True,
             "on_delivery": self._delivered,
         }
+        self._access = Access(settings)
+        self._denied: AccessDeniedError | None = None
         client_logging(name, settings)
         self._producer = Producer(settings)
         admin_settings = dict(connection)
@@ -92,7 +105,10 @@ class KafkaProducer:
                 else:  # inline: this loop runs for every result
                     queue(topic, value, key)
             except (KafkaException, BufferError) as error:
+                self._note_refusal(kafka_error(error), topic)
                 refused.append(Refusal(index, f"{type(error).__name__}: {describe(error)}"))
+        if self._denied is not None:
+            raise self._denied
         return refused
 
     @property
@@ -102,6 +118,8 @@ class KafkaProducer:
     def poll(self) -> list[WriteFailure]:
         self._producer.poll(0)
         failures, self._failures = self._failures, []
+        if self._denied is not None:
+            raise self._denied
         return failures
 
     def create_topic_like(self, topic: str, like: str) -> None:
@@ -121,6 +139,10 @@ class KafkaProducer:
                 if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
         except KafkaException as error:
+            found = kafka_error(error)
+            if found is not None and is_permanent(found):
+                denial = self._access.refusal(found, creating(topic))
+                raise denial or AccessDeniedError(describe(error)) from error
             raise SourceError(f"creating topic {topic!r} failed: {error}") from error
 
     def close(self, timeout: float) -> None:
@@ -130,11 +152,17 @@ class KafkaProducer:
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
+            self._note_refusal(error, message.topic())
             self._failures.append(
                 WriteFailure(
                     describe_error(error), message.topic() or "", message.key(), message.value()
                 )
             )
+
+    def _note_refusal(self, error: KafkaError | None, topic: str | None) -> None:
+        """Keep the first permanent refusal of a write, for :meth:`poll` to raise."""
+        if error is not None and self._denied is None and is_permanent(error):
+            self._denied = self._access.refusal(error, writing(topic))
 
     def _limits_of(self, topic: str) -> dict[str, str]:
         """The source topic's ``max.message.bytes``, so every record of it fits the copy."""

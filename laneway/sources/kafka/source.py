@@ -2,34 +2,46 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from laneway.config import ConsumerConfig
-from laneway.errors import ConfigError, SourceError
+from laneway.errors import AccessDeniedError, ConfigError, SourceError
+from laneway.logs import get_logger
 from laneway.offsets.offset_progress import OffsetProgress
-from laneway.sources.base import RebalanceListener
-from laneway.sources.capabilities import SourceCapabilities
+from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
-from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
+from laneway.sources.kafka.client_logs import (
+    client_logging,
+    describe,
+    describe_error,
+    kafka_error,
+)
+from laneway.sources.kafka.commits import commit_offsets
+from laneway.sources.kafka.denials import Refusals
 from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.positions import cached_log_ends, unread_counts
 from laneway.sources.kafka.producer import KafkaProducer
-from laneway.sources.kafka.transactions import KafkaTransaction, transactional_id
+from laneway.sources.kafka.topic_watch import TopicWatch
+from laneway.sources.kafka.transactions import (
+    KafkaTransaction,
+    check_isolation,
+    transaction_settings,
+    transactional_id,
+)
 from laneway.types import CommitPosition, Message, PartitionId
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
 _METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
 
-KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True)
+KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True)
 """What a Kafka consumer-group source can do."""
 
 
@@ -57,9 +69,12 @@ class KafkaSource:
     librdkafka gives them up.
 
     On assignment the source reads the group's committed offsets (and metadata) for the new
-    partitions, starts fetching exactly there (``auto.offset.reset`` applies where nothing
-    is committed), resumes them in case librdkafka kept an earlier pause, and reports the
-    positions to the listener's ``on_assigned``.
+    partitions and checks them against the log ends (finished offsets at or past the end
+    are dropped from the metadata; a committed offset past the end is not used, see
+    :mod:`laneway.sources.kafka.starts`), starts fetching exactly there
+    (``auto.offset.reset`` applies where nothing is committed), resumes them in case
+    librdkafka kept an earlier pause, and reports the positions to the listener's
+    ``on_assigned``.
 
     Tuning: ``poll`` converts each record into a :class:`~laneway.types.Message` (seven
     C calls and one object, about 0.7 us per message on top of ``consume()``). Measured on a
@@ -103,9 +118,15 @@ class KafkaSource:
         self._name = f"kafka:{settings.bootstrap_servers}/{settings.group}"
         self._connection = connection_config(settings)
         self._consumer_config = dict(settings.consumer_config)
-        self._errors = client_logging(self._name, self._consumer_config)
+        self._transaction_config = transaction_settings(self._consumer_config)
+        self._refusals = Refusals(self._consumer_config, settings.group, self._topics)
+        self._errors = client_logging(self._name, self._consumer_config, self._refusals.request)
         self._consumer = self._new_client()
-        self._assignment = Assignment(self._name, settings.incremental)
+        reset = str(self._consumer_config.get("auto.offset.reset", "earliest"))
+        self._assignment = Assignment(self._name, settings.incremental, reset)
+        lose = self._assignment.lose_topics
+        self._watch = TopicWatch(self._name, self._topics, settings.wait_for_topics, lose)
+        self._assignment.watch = self._watch
         self._closed = False
 
     @property
@@ -130,16 +151,30 @@ class KafkaSource:
         :mod:`laneway.sources.kafka.transactions`). Its ``transactional.id`` is the
         ``transactional_id`` given, else ``laneway-<group>-<group.instance.id>``, else
         ``laneway-<group>-<host>-<pid>``: give one that a restarted member reuses (a slot
-        number, a pod name) so that it fences its crashed predecessor at once."""
+        number, a pod name) so that it fences its crashed predecessor at once.
+        ``transaction.timeout.ms`` in ``config`` goes to this producer (10 s by default);
+        ``isolation.level=read_uncommitted`` is a ConfigError here."""
+        check_isolation(self._consumer_config)
         instance = self._settings.consumer_config.get("group.instance.id")
         tid = self._transactional_id or transactional_id(self._settings.group, instance)
-        return KafkaTransaction(self._connection, self._consumer, tid, self._name)
+        return KafkaTransaction(
+            self._connection,
+            self._consumer,
+            tid,
+            self._name,
+            self._transaction_config,
+            group=self._settings.group,
+        )
 
     @property
     def capabilities(self) -> SourceCapabilities:
-        """Every ordering, pausable partitions, retries in place, transactions, and a
-        prefetch of its own (librdkafka's queue) bounded by :meth:`bound_prefetch`."""
+        """Every ordering, pausable partitions, retries in place, transactions, a prefetch
+        (librdkafka's queue, see :meth:`bound_prefetch`) and topics to wait for."""
         return KAFKA_GROUP
+
+    def waiting_for(self) -> str:
+        """Why not ready: the subscribed topics the cluster does not have now, if any."""
+        return self._watch.waiting()
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`."""
@@ -179,11 +214,14 @@ class KafkaSource:
             settings.bootstrap_servers,
             settings.connect_timeout,
             self._errors,
-            lambda: consumer.consume(1, 0),
+            lambda: self._refusals.check_events(consumer.consume(1, 0)),
         )
-        if not settings.wait_for_topics:
-            check_topics(self._consumer, self._topics, settings.connect_timeout)
         assignment = self._assignment
+        if not settings.wait_for_topics:
+            timeout, access = settings.connect_timeout, self._refusals.access
+            check_topics(self._consumer, self._topics, timeout, access)
+        else:
+            self._watch.opened(consumer)  # the topics it waits for: not ready meanwhile
         assignment.listener = listener
         try:
             self._consumer.subscribe(
@@ -208,6 +246,7 @@ class KafkaSource:
         :class:`SourceError`.
         """
         self._check_opened()
+        self._watch.before_poll(self._consumer)  # missing topics: looked for again, or fatal
         consume = self._consumer.consume
         try:
             batch = consume(max_messages, 0)
@@ -216,15 +255,19 @@ class KafkaSource:
                 if batch and max_messages > 1:
                     batch += consume(max_messages - 1, 0)
         except KafkaException as exc:
+            self._refusals.check(exc)
             raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
-        return messages_of(batch, self._skip_or_raise)
+        if self._errors.denied is not None:  # reported to error_cb inside consume()
+            raise AccessDeniedError(str(self._errors.denied))
+        return messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """Commit ``positions`` synchronously; any failed partition raises :class:`SourceError`.
 
         Only owned partitions may be committed (a commit for a partition another member now
         owns would overwrite its progress); inside ``on_revoked`` the revoked partitions are
-        still owned.
+        still owned. A commit that raced a new member epoch (``group.protocol=consumer``)
+        is made again with it (see :mod:`laneway.sources.kafka.commits`).
         """
         self._check_opened()
         if not positions:
@@ -237,10 +280,15 @@ class KafkaSource:
             for (topic, partition), pos in positions.items()
         ]
         try:
-            results = self._consumer.commit(offsets=offsets, asynchronous=False)
+            results = commit_offsets(self._consumer, offsets)
         except KafkaException as exc:
+            self._refusals.check(exc)
+            self._watch.screen(kafka_error(exc))  # a topic deleted?
             raise SourceError(self._commit_failure(exc, positions)) from exc
         failed = [(tp.topic, tp.partition, tp.error) for tp in results if tp.error is not None]
+        for topic, _, error in failed:
+            self._refusals.check(error, topic)
+        self._watch.screen(*(error for _, _, error in failed))
         if failed:
             detail = ", ".join(f"{t}[{p}]: {describe_error(e)}" for t, p, e in failed)
             raise SourceError(f"{self._name}: commit failed for {detail}")
@@ -306,6 +354,8 @@ class KafkaSource:
             raise SourceError(f"{self._name}: fatal consumer error: {describe_error(error)}")
         if error.code() == _PARTITION_EOF:
             logger.debug("%s: %s", self._name, error.str())
+        elif error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            self._watch.reported()  # a subscribed topic is missing
         else:
             logger.warning("%s: consumer error (skipped): %s", self._name, describe_error(error))
 

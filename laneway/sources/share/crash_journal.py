@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import logging
 import marshal
 import os
 import struct
@@ -47,9 +46,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 
+from laneway.logs import get_logger
 from laneway.types import Message
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 RecordId = tuple[str, int, int]
 """A record of a share group: ``(topic, partition, offset)``."""
@@ -151,6 +151,8 @@ class CrashJournal:
     # -- internals ------------------------------------------------------------------
 
     def _write(self, kind: bytes, messages: list[Message]) -> None:
+        if self._fd < 0:  # never opened (the source failed to open) or closed: none in flight
+            return
         body = marshal.dumps(list(map(_record_id, messages)))
         os.write(self._fd, _HEADER.pack(kind, len(body)) + body)
 

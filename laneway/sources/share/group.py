@@ -14,7 +14,6 @@ member joins and reads the two limits laneway must respect:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,10 +28,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from laneway.errors import SourceError
+from laneway.logs import get_logger
 from laneway.sources.kafka.client_logs import describe
 from laneway.sources.share.settings import StartAt
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 RESET = "share.auto.offset.reset"
 LOCK = "share.record.lock.duration.ms"

@@ -36,21 +36,22 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-import logging
 import time
 from collections import Counter, deque
 from collections.abc import Collection, Mapping
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
+from laneway.logs import get_logger
 from laneway.metrics import NO_METRICS, Metric
+from laneway.offsets.backlog import PartitionBacklog
 from laneway.offsets.footprint import footprint
 from laneway.offsets.progress import ProgressCounts
 from laneway.sources.share.acknowledgement import Acknowledgement, RecordAcknowledger
 from laneway.sources.share.crash_journal import CrashJournal, RecordId
 from laneway.types import CommitPosition, Failure, Message, PartitionId
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 LOCK_WARNING = 0.8
 """Share of the record lock after which unacknowledged records are warned about."""
@@ -118,6 +119,10 @@ class ShareProgress:
 
     def committed(self) -> dict[PartitionId, int]:
         return {}
+
+    def backlog(self, ends: Mapping[PartitionId, int]) -> tuple[PartitionBacklog, ...] | None:
+        """A share group commits no offsets: its backlog is not known to a member."""
+        return None
 
     def assign(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
         """Share groups assign nothing exclusively; never called."""

@@ -21,12 +21,17 @@ from confluent_kafka.admin import AdminClient
 
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError, SourceError
+from laneway.logs import get_logger
 from laneway.options import Ordering
-from laneway.sources.base import RebalanceListener
-from laneway.sources.capabilities import SourceCapabilities
+from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import connection_subset
-from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
+from laneway.sources.kafka.client_logs import (
+    LIBRDKAFKA_LOGGER,
+    client_logging,
+    describe,
+    describe_error,
+)
 from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import KafkaProducer
 from laneway.sources.share.acknowledgement import Acknowledgement
@@ -36,7 +41,7 @@ from laneway.sources.share.progress import ShareProgress
 from laneway.sources.share.settings import StartAt, build_share_settings
 from laneway.types import Message, PartitionId
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 SHARE_GROUP = SourceCapabilities(
     orderings=frozenset({Ordering.UNORDERED}),
@@ -56,6 +61,28 @@ _KINDS = {
     Acknowledgement.REJECT: AcknowledgeType.REJECT,
 }
 _FATAL = KafkaError._FATAL
+
+PREVIEW_WARNED = "LANEWAY_SHARE_PREVIEW_WARNED"
+"""Set (to ``1``) in the environment once librdkafka's warning that the share consumer is
+a Preview was logged, so the processes this one starts (the members of ``laneway run
+--members``) inherit it and do not repeat it: once per process tree."""
+_PREVIEW = 'The share consumer is in "Preview"'
+
+
+class _PreviewOnce(logging.Filter):
+    """Lets librdkafka's Preview warning through once per process tree (see
+    :data:`PREVIEW_WARNED`); every other line passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _PREVIEW not in record.getMessage():
+            return True
+        if os.environ.get(PREVIEW_WARNED) == "1":
+            return False
+        os.environ[PREVIEW_WARNED] = "1"
+        return True
+
+
+LIBRDKAFKA_LOGGER.addFilter(_PreviewOnce())
 
 
 class KafkaShareSource:

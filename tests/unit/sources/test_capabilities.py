@@ -12,8 +12,8 @@ import pytest
 import laneway
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError
-from laneway.sources.base import PrefetchingSource, Source, TransactionalSource
-from laneway.sources.capabilities import PARTITIONED_LOG, SourceCapabilities, check_source
+from laneway.sources.base import PrefetchingSource, Source, SourceCapabilities, TransactionalSource
+from laneway.sources.capabilities import PARTITIONED_LOG, check_source
 from laneway.sources.embedded.source import EMBEDDED_LOG, EmbeddedSource
 from laneway.sources.kafka.source import KAFKA_GROUP
 from laneway.sources.share.source import SHARE_GROUP

@@ -1,0 +1,131 @@
+"""The probes' HTTP server on real sockets: loopback by default, no keys unless asked, and
+bounded: a silent client is dropped, connections beyond the limit get a 503 at once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from laneway.health import Health
+from laneway.service.health_server import MAX_REQUEST_BYTES, HealthServer
+from laneway.types import Stall
+
+STALLED = Health(
+    live=True,
+    ready=False,
+    state="running",
+    reason="1 message(s) in their handler longer than stall_timeout=1 s",
+    stalled=(Stall("orders", 3, 17, b"alice@example.com", 2.5),),
+)
+
+
+def serve(**options: object) -> HealthServer:
+    server = HealthServer(lambda: STALLED, 0, **options)  # type: ignore[arg-type]
+    server.start()
+    return server
+
+
+@pytest.fixture
+def server() -> Iterator[HealthServer]:
+    running = serve(timeout=0.5, max_connections=4)
+    yield running
+    running.stop()
+
+
+def get(server: HealthServer, path: str = "/readyz") -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def raw(server: HealthServer, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(request)
+        return sock.recv(4096)
+
+
+def wait_for(condition: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_it_listens_on_loopback_unless_told() -> None:
+    default = serve()
+    everywhere = serve(host="0.0.0.0")
+    try:
+        assert default._server.server_address[0] == "127.0.0.1"
+        assert everywhere._server.server_address[0] == "0.0.0.0"
+    finally:
+        default.stop()
+        everywhere.stop()
+
+
+def test_readyz_shows_positions_and_ages_and_keys_only_when_asked(server: HealthServer) -> None:
+    status, body = get(server)
+    assert status == 503
+    assert body["stalled"] == [{"topic": "orders", "partition": 3, "offset": 17, "seconds": 2.5}]
+    assert "alice" not in json.dumps(body)
+    showing = serve(show_keys=True)
+    try:
+        assert get(showing)[1]["stalled"][0]["key"] == "alice@example.com"  # type: ignore[index]
+    finally:
+        showing.stop()
+
+
+@pytest.mark.parametrize("method", [b"POST", b"PUT", b"DELETE", b"HEAD", b"BREW"])
+def test_methods_other_than_get_are_405(server: HealthServer, method: bytes) -> None:
+    answer = raw(server, method + b" /readyz HTTP/1.0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.0 405 "), answer
+    assert b"Allow: GET" in answer
+
+
+def test_an_oversized_request_line_or_header_block_is_refused(server: HealthServer) -> None:
+    long_path = b"/" + b"a" * MAX_REQUEST_BYTES
+    assert raw(server, b"GET " + long_path + b" HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 414 ")
+    headers = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 100) for i in range(100))
+    answer = raw(server, b"GET /readyz HTTP/1.0\r\n" + headers + b"\r\n")
+    assert answer.startswith(b"HTTP/1.0 431 "), answer[:80]
+
+
+def test_a_client_that_never_sends_is_dropped_after_the_timeout(server: HealthServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as silent:
+        assert wait_for(lambda: server.connections == 1, 2)
+        began = time.monotonic()
+        assert silent.recv(1) == b"", "the server closed the connection"
+        assert time.monotonic() - began < 2
+    assert wait_for(lambda: server.connections == 0, 2)
+    assert get(server)[0] == 503, "still serving"
+
+
+def test_many_connections_do_not_make_many_threads() -> None:
+    server = serve(timeout=5.0, max_connections=4)
+    threads_before = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(40)]
+    try:
+        assert wait_for(lambda: server.connections == 4, 2)
+        time.sleep(0.1)
+        assert server.connections == 4
+        assert threading.active_count() - threads_before <= 4
+        refused = idle[-1].recv(4096)
+        assert refused.startswith(b"HTTP/1.0 503 ") and b"too many connections" in refused
+    finally:
+        for sock in idle:
+            sock.close()
+    try:
+        assert wait_for(lambda: server.connections == 0, 3)
+        assert get(server)[0] == 503 and get(server, "/livez")[0] == 200
+    finally:
+        server.stop()
