@@ -17,11 +17,19 @@ return values with it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeAlias
 
-if TYPE_CHECKING:
-    from laneway.serde.codec import Serializer
+
+class Encoder(Protocol):
+    """An object that encodes a value for a topic: :mod:`laneway.serde`'s codecs."""
+
+    def encode(self, value: Any, topic: str, key: bool = False) -> bytes: ...
+
+
+Serializer: TypeAlias = Callable[[Any], bytes] | Encoder
+"""Anything that turns a :class:`Produce` value (or key) into bytes: an :class:`Encoder`
+(a :mod:`laneway.serde` codec, through its ``encode``), or a callable."""
 
 Records = Sequence["Produce"]
 """The results of one handler call, in the order the handler gave them."""

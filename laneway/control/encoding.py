@@ -73,9 +73,10 @@ def _encode(value: object, serializer: Serializer | None, topic: str, key: bool)
             f"and no {part}_serializer is set; pass {part}_serializer= to the Consumer "
             "(e.g. serde.json()) or to the Produce, or encode it to bytes"
         )
-    data = (
-        serializer.encode(value, topic, key) if isinstance(serializer, Codec) else serializer(value)
-    )
+    if isinstance(serializer, Codec) or not callable(serializer):  # a codec is callable too
+        data = serializer.encode(value, topic, key)
+    else:
+        data = serializer(value)
     if not isinstance(data, bytes):
         raise TypeError(
             f"{part}_serializer {serializer!r:.60} returned {type(data).__name__}, not bytes"

@@ -20,8 +20,9 @@ from __future__ import annotations
 import codecs
 import importlib
 from collections.abc import Callable
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeVar
 
+from laneway import results
 from laneway.errors import ConfigError
 
 T = TypeVar("T")
@@ -81,7 +82,7 @@ class Codec(Generic[T]):
         return f"serde.{self.name}({', '.join(shown)})"
 
 
-Serializer: TypeAlias = Callable[[Any], bytes] | Codec[Any]
+Serializer = results.Serializer
 """Anything that turns a :class:`~laneway.Produce` value (or key) into bytes: a
 :class:`Codec` (through :meth:`Codec.encode`), or a callable."""
 
