@@ -246,6 +246,7 @@ def test_the_buffer_is_shared_fairly_across_partitions(
     )
 
 
+@pytest.mark.timing  # 5 ms of work per message: a busy machine delays partitions' fetches
 @pytest.mark.parametrize(
     "source_kind", ["embedded", pytest.param("kafka", marks=pytest.mark.kafka)]
 )

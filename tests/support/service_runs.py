@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from laneway.sources.share.source import PREVIEW_WARNED
+
 SUPPORT = Path(__file__).resolve().parent
 FAST_GROUP = "session.timeout.ms = 6000\nheartbeat.interval.ms = 300\n"
 
@@ -46,8 +48,11 @@ class Service:
         self.tmp_path = tmp_path
         self.handler = handler
         self.processes: list[subprocess.Popen[str]] = []
+        # A fresh process tree: a share consumer that ran in this test process set
+        # PREVIEW_WARNED in os.environ, which would silence the service's own warning.
+        inherited = {name: value for name, value in os.environ.items() if name != PREVIEW_WARNED}
         self.env = {
-            **os.environ,
+            **inherited,
             "PYTHONPATH": os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")]),
             **(env or {}),
         }
