@@ -93,6 +93,11 @@ class Supervisor:
     def _exited(self, member: _Member, code: int, now: float) -> int | None:
         """Account for a member's exit; an exit code for the supervisor when it must stop."""
         member.process = None
+        if self._stopping and code in _STOPPED_BY_SIGNAL:
+            # Our stop signal reached a member still starting, before it set its handlers:
+            # it had consumed nothing, so nothing of it is lost or left uncommitted.
+            log.info("member %d stopped while starting", member.index)
+            code = exits.OK
         member.exit_code = code
         if self._stopping:
             log.info("member %d stopped (exit code %d)", member.index, code)
@@ -146,6 +151,10 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     member.process.kill()
                 member.process = None
+
+
+_STOPPED_BY_SIGNAL = (-signal.SIGTERM, -signal.SIGINT)
+"""Exit codes of a member the supervisor's own stop signal killed (``Popen.returncode``)."""
 
 
 def member_command(argv: Sequence[str]) -> list[str]:

@@ -1,0 +1,53 @@
+"""The supervisor of ``laneway run --members``: a member that its stop signal reaches
+while still starting (before it set its handlers, so the signal kills it) stopped
+cleanly; a member that fails on the signal is still a failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+SUPERVISE = textwrap.dedent(
+    """
+    import sys
+    from laneway.service.supervisor import Supervisor
+
+    member = [sys.executable, "-c", sys.argv[1]]
+    sys.exit(Supervisor(member, 2).run())
+    """
+)
+STARTING = "import time; time.sleep(30)"  # no handler: SIGTERM kills it (-15)
+FAILING = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(1)); "
+FAILING += "print('ready', flush=True); time.sleep(30)"
+
+
+def _stop_after_start(tmp_path: Path, member: str) -> tuple[int, str]:
+    script = tmp_path / "supervise.py"
+    script.write_text(SUPERVISE)
+    process = subprocess.Popen(
+        [sys.executable, str(script), member],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    time.sleep(1.5)  # both members started (and the failing ones set their handler)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=30)
+    return process.returncode, output
+
+
+def test_members_killed_by_the_stop_signal_while_starting_stop_cleanly(tmp_path: Path) -> None:
+    code, output = _stop_after_start(tmp_path, STARTING)
+    assert code == 0, output
+
+
+def test_a_member_that_fails_on_the_stop_signal_fails_the_group(tmp_path: Path) -> None:
+    code, output = _stop_after_start(tmp_path, FAILING)
+    assert output.count("ready") == 2, output
+    assert code == 1, output
