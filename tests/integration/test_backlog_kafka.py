@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import create_topic, partition_ids, produce, unique_name
+from kafka_helpers import create_topic, plain_figures, produce, unique_name
+from ops_app import finished
 from ops_cli import laneway_json
 from service_runs import SUPPORT, Service, wait_until
 
@@ -47,32 +47,6 @@ def fetch(url: str) -> str | None:
             return str(reply.read().decode())
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None  # the member is not serving yet
-
-
-def plain_figures(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int | None, int]]:
-    """(committed offset or None, high watermark) per partition, read as a plain client
-    (and kafka-consumer-groups.sh) reads them."""
-    client = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        parts = [TopicPartition(topic, p) for p in partition_ids(bootstrap, topic)]
-        committed = {tp.partition: tp.offset for tp in client.committed(parts, timeout=30)}
-        return {
-            tp.partition: (
-                committed[tp.partition] if committed[tp.partition] >= 0 else None,
-                client.get_watermark_offsets(tp, timeout=30)[1],
-            )
-            for tp in parts
-        }
-    finally:
-        client.close()
-
-
-def finished(records: Path) -> set[tuple[int, int]]:
-    if not records.exists():
-        return set()
-    return {
-        (int(p), int(o)) for p, o in (line.split() for line in records.read_text().splitlines())
-    }
 
 
 class Group:

@@ -4,7 +4,6 @@ consumer wrote. The expected figures come from a plain confluent-kafka client.""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -14,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import create_topic, partition_ids, produce, read_records, unique_name
+from kafka_helpers import create_topic, plain_figures, produce, read_records, unique_name
+from ops_app import finished
 from ops_cli import command, environment, laneway, laneway_json
 from service_runs import SUPPORT, Service, free_port, wait_until
 
@@ -24,24 +23,6 @@ from laneway.control.dead_letters.router import dead_letter_headers
 from laneway.types import Failure, Message
 
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
-
-
-def plain_figures(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int | None, int]]:
-    """(committed offset or None, high watermark) per partition, the way a plain client
-    (and kafka-consumer-groups.sh) reads them: OffsetFetch for the group, ListOffsets."""
-    client = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        parts = [TopicPartition(topic, p) for p in partition_ids(bootstrap, topic)]
-        committed = {tp.partition: tp.offset for tp in client.committed(parts, timeout=30)}
-        return {
-            tp.partition: (
-                committed[tp.partition] if committed[tp.partition] >= 0 else None,
-                client.get_watermark_offsets(tp, timeout=30)[1],
-            )
-            for tp in parts
-        }
-    finally:
-        client.close()
 
 
 @pytest.fixture
@@ -79,13 +60,6 @@ def held_group(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[Service, 
     finally:
         release.touch()
         service.close()
-
-
-def finished(records: str) -> set[tuple[int, int]]:
-    if not os.path.exists(records):
-        return set()
-    with open(records) as lines:
-        return {(int(p), int(o)) for p, o in (line.split() for line in lines)}
 
 
 @pytest.mark.kafka

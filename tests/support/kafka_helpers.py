@@ -294,3 +294,22 @@ def set_share_group_config(bootstrap: str, group: str, configs: dict[str, str]) 
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     admin = admin_client(bootstrap)  # kept alive until the answer is in
     admin.incremental_alter_configs([resource])[resource].result(REQUEST_TIMEOUT_S)
+
+
+def plain_figures(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int | None, int]]:
+    """(committed offset or None, high watermark) per partition of ``topic``, read the way a
+    plain client (and kafka-consumer-groups.sh) reads them: OffsetFetch for ``group``,
+    ListOffsets."""
+    client = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        parts = [TopicPartition(topic, p) for p in partition_ids(bootstrap, topic)]
+        committed = {tp.partition: tp.offset for tp in client.committed(parts, timeout=30)}
+        return {
+            tp.partition: (
+                committed[tp.partition] if committed[tp.partition] >= 0 else None,
+                client.get_watermark_offsets(tp, timeout=30)[1],
+            )
+            for tp in parts
+        }
+    finally:
+        client.close()

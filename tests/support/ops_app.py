@@ -18,3 +18,11 @@ def handle(message: laneway.Message) -> None:
         return
     with open(os.environ["OPS_RECORDS"], "a") as out:
         out.write(f"{message.partition} {message.offset}\n")
+
+
+def finished(records: str | os.PathLike[str]) -> set[tuple[int, int]]:
+    """The (partition, offset) of every message :func:`handle` recorded in ``records``."""
+    if not os.path.exists(records):
+        return set()
+    with open(records) as lines:
+        return {(int(p), int(o)) for p, o in (line.split() for line in lines)}
