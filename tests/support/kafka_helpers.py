@@ -52,6 +52,8 @@ class ReadRecord:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    timestamp_ms: int
+    """The record's timestamp (CreateTime: what its producer set), Unix milliseconds."""
 
 
 def run_kafka_script(
@@ -267,6 +269,7 @@ def _as_record(message: Message) -> ReadRecord:
         headers=[
             (name, value.encode() if isinstance(value, str) else value) for name, value in pairs
         ],
+        timestamp_ms=message.timestamp()[1],
     )
 
 

@@ -33,11 +33,13 @@ _HIGHEST_US = 3_600_000_000
 
 FOOTNOTE = (
     "sell-out: first produce -> last outcome written (spike: the seed's sell-out time; paced: "
-    "the whole run). latency: the request's record timestamp -> its outcome written in the "
-    "database, just before its commit. CPU s: user + system seconds of every consumer "
-    "process (members included) from the first produce to the last outcome; req/CPU s = "
-    "requests done per such second; RSS: their peak resident memory, summed. DLQ: requests "
-    "that failed for good (dead letters, no outcome); lost: neither outcome nor dead letter."
+    "the whole run). latency: the request's intended send time (its record timestamp: the "
+    "spike's start, or its slot in the paced schedule) -> its outcome written in the "
+    "database, just before its commit, so a late send counts against the run. CPU s: user + "
+    "system seconds of every consumer process (members included) from the first produce to "
+    "the last outcome; req/CPU s = requests done per such second; RSS: their peak resident "
+    "memory, summed. DLQ: requests that failed for good (dead letters, no outcome); lost: "
+    "neither outcome nor dead letter."
 )
 
 

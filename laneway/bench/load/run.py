@@ -5,9 +5,10 @@ topology's ``laneway run`` processes started and warmed up (requests for a warm-
 until every member holds partitions and the group is stable), then the measured requests
 produced while the consumers run — all at once (``spike``) or at a fixed rate (``paced``,
 optionally with the database slowed during its middle third) — and the wait until every
-request has an outcome (or nothing moved for ``SETTLE_S`` seconds). Latency is produce ->
-done per request, from the database (see :func:`laneway.bench.tickets.database.timings`);
-CPU seconds are the consumer processes' from the first produce to the last outcome.
+request has an outcome (or nothing moved for ``SETTLE_S`` seconds). Latency is intended
+send -> done per request, from the database (see
+:func:`laneway.bench.tickets.database.timings`); CPU seconds are the consumer processes'
+from the first produce to the last outcome.
 """
 
 from __future__ import annotations

@@ -5,8 +5,11 @@ keyed by user so one user's requests are handled in order, with a W3C ``tracepar
 header so a trace can follow it from producer to database. :class:`RequestProducer`
 writes requests to Kafka without waiting for them to be handled (open loop): all at once
 (:meth:`~RequestProducer.spike`) or at a fixed rate (:meth:`~RequestProducer.paced`). Each
-record's timestamp is its produce time, which the handler stores with the outcome, so
-produce -> done latency is measured in the database.
+record's timestamp is its *intended* send time (a spike's start; a paced request's slot in
+the schedule), which the handler stores with the outcome, so latency is measured in the
+database from the moment the request was meant to leave. A producer that falls behind
+its schedule then shows as latency instead of hiding it (no coordinated omission: timing
+from the actual send would leave out the very wait an overloaded system imposes).
 """
 
 from __future__ import annotations
@@ -76,11 +79,12 @@ def requests(
     ]
 
 
-SpanFactory = Callable[[str, str], AbstractContextManager[Any]]
-"""Opens the PRODUCER span of one record, given the topic and the request id."""
+SpanFactory = Callable[[str, str, int], AbstractContextManager[Any]]
+"""Opens the PRODUCER span of one record, given the topic, the request id and the
+intended send time (Unix nanoseconds), where the span starts."""
 
 
-def _no_span(topic: str, request_id: str) -> AbstractContextManager[Any]:
+def _no_span(topic: str, request_id: str, intended_ns: int) -> AbstractContextManager[Any]:
     return nullcontext()
 
 
@@ -102,20 +106,24 @@ class RequestProducer:
         self.produced = 0
 
     def spike(self, load: Sequence[Request]) -> None:
-        """Produce every request at once (as fast as the client takes them)."""
+        """Produce every request at once (as fast as the client takes them), each
+        intended for the spike's start."""
+        intended_ns = time.time_ns()
         for request in load:
-            self._send(request)
+            self._send(request, intended_ns)
         self._producer.poll(0)
 
     def paced(self, load: Sequence[Request], rate: float) -> None:
         """Produce ``rate`` requests a second, on a schedule fixed in advance (request *i*
-        at start + i / rate), whatever the consumers do: late sends catch up at once."""
+        at start + i / rate), whatever the consumers do: late sends catch up at once, and
+        keep their slot in the schedule as their intended send time."""
         started = time.monotonic()
+        wall_offset_ns = time.time_ns() - int(started * 1e9)
         for index, due in _schedule(len(load), rate, started):
             delay = due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            self._send(load[index])
+            self._send(load[index], wall_offset_ns + int(due * 1e9))
             self._producer.poll(0)
 
     def flush(self) -> None:
@@ -124,8 +132,8 @@ class RequestProducer:
         if left or self._failures:
             raise RuntimeError(f"produce failed: {self._failures[:3] or f'{left} unsent'}")
 
-    def _send(self, request: Request) -> None:
-        with self._span(self._topic, request.request_id):
+    def _send(self, request: Request, intended_ns: int) -> None:
+        with self._span(self._topic, request.request_id, intended_ns):
             context = self._inject() if self._inject else {}
             header = context.get("traceparent") or _random_traceparent()
             while True:
@@ -136,6 +144,7 @@ class RequestProducer:
                         request.user.encode(),
                         headers=[("traceparent", header.encode())],
                         on_delivery=self._delivered,
+                        timestamp=intended_ns // 1_000_000,
                     )
                     break
                 except BufferError:  # the client's queue is full: let it send, then retry

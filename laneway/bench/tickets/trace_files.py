@@ -74,11 +74,13 @@ def write_spans_to(directory: str | Path, role: str) -> None:
     provider_for(role).add_span_processor(processor)
 
 
-def send_span(topic: str, request_id: str) -> AbstractContextManager[Any]:
-    """The PRODUCER span of one request's record (current while it is produced)."""
+def send_span(topic: str, request_id: str, intended_ns: int) -> AbstractContextManager[Any]:
+    """The PRODUCER span of one request's record (current while it is produced), started
+    at the request's intended send time: a send behind schedule shows as a longer span."""
     return trace.get_tracer("ticketing").start_as_current_span(
         f"send {topic}",
         kind=trace.SpanKind.PRODUCER,
+        start_time=intended_ns,
         attributes={
             "messaging.system": "kafka",
             "messaging.operation.type": "send",
