@@ -19,9 +19,11 @@ from laneway.bench.engines.scenarios import (
     LOAD_PARTITIONS,
     LOAD_POOL,
     LOAD_SCENARIOS,
+    MEMBERS,
     PACED_DURATION,
     PACED_RATE,
     SCENARIOS,
+    SHARE_SCENARIO,
     SPIKE_REQUESTS,
     Overrides,
 )
@@ -30,6 +32,7 @@ from laneway.bench.option_parsing import (
     count_list,
     http_url,
     instruments_for,
+    key_list,
     missing_extra,
     name_list,
     ordering_list,
@@ -37,6 +40,7 @@ from laneway.bench.option_parsing import (
     topic_prefix_of,
     topology_list,
     tracing_backend,
+    work_grid,
 )
 from laneway.bench.tools import bus, byte_bound, compare
 from laneway.options import EventLoop, uvloop_installed
@@ -58,8 +62,9 @@ from laneway.options import EventLoop, uvloop_installed
     default=",".join(ENGINES),
     show_default=True,
     callback=name_list(ENGINES),
-    help="Comma-separated engines: raw (plain consume loop, the ceiling), baseline "
-    "(laneway's sync engine), thread, async, process.",
+    help="Comma-separated engines: ceiling (a client loop that only counts what it reads: "
+    "the limit), raw (a client loop that also records each message, as every engine's rows "
+    "do), baseline (laneway's sync engine), thread, async, process.",
 )
 @click.option(
     "--messages",
@@ -69,7 +74,13 @@ from laneway.options import EventLoop, uvloop_installed
 @click.option(
     "--partitions", callback=count_list, help="Partition counts, comma-separated (one run each)."
 )
-@click.option("--keys", callback=count_list, help="Key counts, comma-separated (one run each).")
+@click.option(
+    "--keys",
+    callback=key_list,
+    help="Key counts, comma-separated (one run each), and how keys spread over the "
+    "messages: uniform (the default) and/or zipf (a few hot keys carry most messages, as "
+    "in real traffic), e.g. 100,zipf.",
+)
 @click.option(
     "--ordering",
     callback=ordering_list,
@@ -77,9 +88,10 @@ from laneway.options import EventLoop, uvloop_installed
 )
 @click.option(
     "--work-ms",
-    type=click.FloatRange(min=0, max=10_000),
+    callback=work_grid,
     help="Milliseconds of work per message for sleep, io, scaling (busy CPU) and keys "
-    "(upper bound of the random wait).",
+    "(upper bound of the random wait); several, comma-separated, run each in turn (e.g. "
+    "0,0.1,1,10,100 with the sleep scenario: blocking and asyncio waits).",
 )
 @click.option(
     "--cpu-iterations", type=click.IntRange(min=1), help="sha256 rounds per message (cpu)."
@@ -274,9 +286,9 @@ def bench(
     engines: tuple[str, ...],
     messages: int | None,
     partitions: tuple[int, ...] | None,
-    keys: tuple[int, ...] | None,
+    keys: tuple[tuple[int, ...] | None, tuple[str, ...] | None],
     ordering: tuple[str, ...] | None,
-    work_ms: float | None,
+    work_ms: tuple[float, ...] | None,
     cpu_iterations: int | None,
     concurrency: int | None,
     event_loop: str,
@@ -335,10 +347,19 @@ def bench(
     if loads and trace_dir is not None:
         instruments_for(None, True)  # --traces needs the OpenTelemetry SDK, as --tracing does
     tracing_backend(loads, otlp_endpoint, jaeger)
+    single = [s for s in scenarios if s in (MEMBERS, SHARE_SCENARIO)]
+    if work_ms is not None and len(work_ms) > 1 and single:
+        raise click.BadParameter(
+            f"the {' and '.join(single)} scenario{'s take' if len(single) > 1 else ' takes'} "
+            "one value; run the grid apart from them",
+            param_hint="--work-ms",
+        )
+    key_counts, spreads = keys
     overrides = Overrides(
         messages=messages,
         partitions=partitions,
-        keys=keys,
+        keys=key_counts,
+        spreads=spreads,
         orderings=ordering,
         work_ms=work_ms,
         cpu_iterations=cpu_iterations,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import click
 
+from laneway.bench.engines.key_spread import SPREADS
 from laneway.bench.engines.pipelines import BATCH, EXACTLY_ONCE, RESULTS
 from laneway.bench.engines.scenarios import ORDERINGS
 from laneway.bench.load.topologies import Topology, parse_topology
@@ -58,6 +59,46 @@ def name_list(
         return chosen
 
     return parse
+
+
+def key_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[tuple[int, ...] | None, tuple[str, ...] | None]:
+    """``--keys``: key counts and, as words, how keys spread over the messages (``uniform``,
+    the default, and/or ``zipf``), e.g. ``100,1000,zipf``; either part may be left out."""
+    if value is None:
+        return None, None
+    words = [v.strip().lower() for v in value.split(",") if v.strip()]
+    spreads = tuple(dict.fromkeys(w for w in words if w in SPREADS))
+    numbers = ",".join(w for w in words if w not in SPREADS)
+    try:
+        counts = count_list(ctx, param, numbers) if numbers else None
+    except click.BadParameter:
+        raise click.BadParameter(
+            f"{value!r} is not valid; expected key counts from 1 to 1,000,000 and/or the "
+            f"spreads {' or '.join(SPREADS)}, comma-separated (e.g. 100,zipf)"
+        ) from None
+    if counts is None and not spreads:
+        raise click.BadParameter(f"{value!r} is not valid; name a key count or a spread")
+    return counts, spreads or None
+
+
+def work_grid(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[float, ...] | None:
+    """``--work-ms``: one value, or a comma-separated grid (each run in turn)."""
+    if value is None:
+        return None
+    try:
+        grid = tuple(dict.fromkeys(float(v) for v in value.split(",") if v.strip()))
+    except ValueError:
+        grid = ()
+    if not grid or any(not 0 <= v <= 10_000 for v in grid):
+        raise click.BadParameter(
+            f"{value!r} is not valid; expected milliseconds from 0 to 10,000, comma-separated "
+            "(e.g. 0,0.1,1,10,100)"
+        )
+    return grid
 
 
 def count_list(

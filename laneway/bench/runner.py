@@ -19,6 +19,7 @@ from laneway.bench.engines.harness import OK, Harness, Measurement
 from laneway.bench.engines.instrumentation import cost_lines
 from laneway.bench.engines.pipelines import DEFAULT_BATCH_SIZE
 from laneway.bench.engines.scenarios import (
+    CLIENT_LOOPS,
     MEMBERS,
     SCENARIOS,
     SHARE_SCENARIO,
@@ -34,6 +35,7 @@ from laneway.bench.reporting.rows import (
     attach_ceilings,
     document,
     is_valid,
+    machine_line,
     measure_row,
     merge_rows,
     write_json,
@@ -84,6 +86,7 @@ def run_bench(options: BenchOptions) -> bool:
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     console = stdout_console()
     err = Console(stderr=True)
+    console.print(machine_line(), highlight=False, soft_wrap=True)
     engine_scenarios = [name for name in options.scenarios if name in SCENARIOS]
     share = SHARE_SCENARIO in options.scenarios
     target: Target | None = None
@@ -134,7 +137,7 @@ def _run_engines(
     """The engine scenarios ``names``: every planned run, the report; the rows and advice."""
     runs = plan(names, options.engines, options.overrides, options.repeat, options.instruments)
     rows: list[Row] = []
-    needs_echo = "io" in names and any(s.engine != "raw" for s in runs)
+    needs_echo = "io" in names and any(s.engine not in CLIENT_LOOPS for s in runs)
     with contextlib.ExitStack() as stack:
         echo_port = stack.enter_context(EchoServer()).port if needs_echo else 0
         progress = stack.enter_context(
@@ -225,7 +228,7 @@ def _share_settings(overrides: Overrides) -> ShareBenchSettings:
         defaults,
         messages=overrides.messages or defaults.messages,
         trivial_messages=overrides.messages or defaults.trivial_messages,
-        work_ms=defaults.work_ms if overrides.work_ms is None else overrides.work_ms,
+        work_ms=defaults.work_ms if overrides.single_work_ms is None else overrides.single_work_ms,
     )
 
 

@@ -81,12 +81,14 @@ def bus(
     under a slow consumer (see laneway/bench/flow/bus.py)."""
     try:
         from laneway.bench.flow import bus as bus_bench
-        from laneway.bench.reporting.rows import machine, write_json
+        from laneway.bench.reporting.rows import machine, machine_line, write_json
         from laneway.bench.runner import stdout_console
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
+    console = stdout_console()
+    console.print(machine_line(), highlight=False, soft_wrap=True)
     result = bus_bench.measure(engines, rate, seconds, capacity, slow_ms, rate)
-    bus_bench.print_report(stdout_console(), result)
+    bus_bench.print_report(console, result)
     if json_path is not None:
         write_json(json_path, {"machine": machine(), **result})
         click.echo(f"wrote {json_path}")
@@ -128,9 +130,10 @@ def byte_bound(
     laneway/bench/flow/byte_bound.py). Exits 1 when the peak exceeds it."""
     try:
         from laneway.bench.flow import byte_bound as bound_bench
-        from laneway.bench.reporting.rows import machine, write_json
+        from laneway.bench.reporting.rows import machine, machine_line, write_json
     except ModuleNotFoundError as error:
         raise missing_extra(error) from error
+    click.echo(machine_line())
     result = bound_bench.measure(
         bootstrap_servers, messages, size, max_buffered_bytes, say=click.echo
     )

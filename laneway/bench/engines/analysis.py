@@ -68,6 +68,15 @@ def check(records: Sequence[Record], produced: int, ordering: str) -> Correctnes
     return Correctness(len(records), distinct, lost, duplicates, verdict, violation)
 
 
+def counted(count: int, produced: int) -> Correctness:
+    """What a count alone says of ``count`` messages read out of ``produced``: none lost
+    when they match, no order verdict (a loop that keeps no records cannot tell)."""
+    return Correctness(
+        count, min(count, produced), max(0, produced - count), max(0, count - produced),
+        NOT_APPLICABLE,
+    )  # fmt: skip
+
+
 def _first_violation(records: Sequence[Record], by_key: bool) -> str | None:
     lanes: dict[Hashable, list[Record]] = {}
     for r in records:

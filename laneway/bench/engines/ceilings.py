@@ -6,9 +6,11 @@ within a few minutes, and ``asyncio.sleep(0.005)`` takes ~6 ms on asyncio's own 
 ~5.3 ms on uvloop. So for the scenarios whose bound is the work, the bench also times the
 bare work, right before each repetition of the variant's engines:
 
-* ``sleep``: ``keys`` lanes at once, each calling the work ``messages / keys`` times in a
-  row: as ``keys`` threads (the thread engine's ceiling) and as ``keys`` coroutines on the
-  event loop the async engine uses (the async engine's ceiling).
+* ``sleep``: one lane per key at once, each calling the work as many times in a row as
+  its key has messages (``messages / keys`` each with uniform keys; with ``zipf`` keys the
+  hottest lane is far longer and bounds the run): as threads (the thread engine's
+  ceiling) and as coroutines on the event loop the async engine uses (the async engine's
+  ceiling).
 * ``cpu``: the work on ``messages / 4`` messages in this process (the ceiling of the
   baseline, and of the thread and async engines, which share the GIL), then split over
   one process per core (the process engine's ceiling).
@@ -19,6 +21,7 @@ Rows get ``ceiling_tps`` (the median over repetitions) and ``ratio_to_ceiling``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import threading
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 
+from laneway.bench.engines.key_spread import lane_sizes
 from laneway.bench.engines.scenarios import Scenario, Variant
 from laneway.bench.engines.workloads import (
     AsyncWork,
@@ -63,14 +67,14 @@ def measure(
     """The ceilings of ``engines`` for this scenario (none for scenarios not bound by work)."""
     spec = WorkSpec(scenario.work, scenario.work_ms / 1000.0, scenario.cpu_iterations)
     if scenario.work == "sleep":
-        per_lane = max(1, scenario.messages // variant.keys)
+        lanes = lane_sizes(scenario.messages, variant.keys, variant.spread)
         found = []
         if "thread" in engines:
-            tps = threads(make_sync_work(spec), variant.keys, per_lane)
-            found.append(Ceiling("thread", f"{variant.keys} threads", tps))
+            tps = threads(make_sync_work(spec), lanes)
+            found.append(Ceiling("thread", f"{len(lanes)} threads", tps))
         if "async" in engines:
-            tps = coroutines(make_async_work(spec), variant.keys, per_lane, event_loop)
-            found.append(Ceiling("async", f"{variant.keys} coroutines", tps))
+            tps = coroutines(make_async_work(spec), lanes, event_loop)
+            found.append(Ceiling("async", f"{len(lanes)} coroutines", tps))
         return found
     if scenario.work == "cpu":
         count = max(1, scenario.messages // CPU_SHARE)
@@ -101,40 +105,49 @@ def _message(sequence: int) -> Message:
     return Message("ceiling", 0, sequence, None, encode_value(sequence))
 
 
-def threads(work: SyncWork, lanes: int, per_lane: int) -> float:
-    """msg/s of ``lanes`` threads, each running ``work`` ``per_lane`` times in a row."""
+def threads(work: SyncWork, lanes: Sequence[int]) -> float:
+    """msg/s of one thread per lane, each running ``work`` as many times in a row as its
+    lane's size."""
 
-    def lane(first: int) -> None:
-        for i in range(first, first + per_lane):
+    def lane(first: int, size: int) -> None:
+        for i in range(first, first + size):
             work(_message(i))
 
-    pool = [threading.Thread(target=lane, args=(n * per_lane,)) for n in range(lanes)]
+    starts = _starts(lanes)
+    pool = [threading.Thread(target=lane, args=pair) for pair in zip(starts, lanes, strict=True)]
     started = time.perf_counter()
     for thread in pool:
         thread.start()
     for thread in pool:
         thread.join()
-    return lanes * per_lane / (time.perf_counter() - started)
+    return sum(lanes) / (time.perf_counter() - started)
 
 
-def coroutines(work: AsyncWork, lanes: int, per_lane: int, event_loop: EventLoop) -> float:
-    """msg/s of ``lanes`` coroutines on a new ``event_loop``, each awaiting ``work``
-    ``per_lane`` times in a row."""
+def coroutines(work: AsyncWork, lanes: Sequence[int], event_loop: EventLoop) -> float:
+    """msg/s of one coroutine per lane on a new ``event_loop``, each awaiting ``work`` as
+    many times in a row as its lane's size."""
 
-    async def lane(first: int) -> None:
-        for i in range(first, first + per_lane):
+    async def lane(first: int, size: int) -> None:
+        for i in range(first, first + size):
             await work(_message(i))
 
     async def all_lanes() -> float:
         started = time.perf_counter()
-        await asyncio.gather(*(lane(n * per_lane) for n in range(lanes)))
+        starts = _starts(lanes)
+        lanes_at = zip(starts, lanes, strict=True)
+        await asyncio.gather(*(lane(first, size) for first, size in lanes_at))
         return time.perf_counter() - started
 
     loop = new_event_loop(event_loop)
     try:
-        return lanes * per_lane / loop.run_until_complete(all_lanes())
+        return sum(lanes) / loop.run_until_complete(all_lanes())
     finally:
         loop.close()
+
+
+def _starts(lanes: Sequence[int]) -> list[int]:
+    """The first sequence number of each lane: lanes take consecutive numbers."""
+    return list(itertools.accumulate(lanes, initial=0))[:-1]
 
 
 def in_this_process(work: SyncWork, count: int) -> float:

@@ -51,7 +51,7 @@ from laneway.bench.engines.recorder import (
     RecordedHandler,
     load_records,
 )
-from laneway.bench.engines.scenarios import LANEWAY_ENGINE, RunSpec
+from laneway.bench.engines.scenarios import CEILING, CLIENT_LOOPS, LANEWAY_ENGINE, RunSpec
 from laneway.bench.engines.targets import Prepared, Target
 from laneway.bench.engines.value_formats import deserializer
 from laneway.bench.engines.workloads import (
@@ -78,6 +78,8 @@ class Measurement:
     status: str
     produced: int = 0
     records: list[Record] = field(default_factory=list)
+    counted: int | None = None
+    """Messages read, for a loop that keeps no records (``ceiling``)."""
     elapsed: float = 0.0
     startup: float | None = None
     wall: float = 0.0
@@ -120,10 +122,10 @@ class Harness:
         prepared: Prepared | None = None
         try:
             prepared = self.target.prepare(
-                scenario.name, variant.partitions, scenario.messages, variant.keys
+                scenario.name, variant.partitions, scenario.messages, variant.keys, variant.spread
             )
             with _frozen_heap(), _CpuWitness() as witness:
-                if spec.engine == "raw":
+                if spec.engine in CLIENT_LOOPS:
                     result = self._run_raw(spec, prepared, task)
                 else:
                     result = self._run_consumer(spec, prepared, task)
@@ -143,7 +145,8 @@ class Harness:
         out = output_topic(prepared.topic) if spec.instrument == RESULTS else None
         if out is not None:
             self.target.create_output(prepared, out)
-        loop: RawLoop = self.target.raw_loop(prepared, prepared.produced, out)
+        count_only = spec.engine == CEILING
+        loop: RawLoop = self.target.raw_loop(prepared, prepared.produced, out, count_only)
         watch = _Watch(lambda: loop.count, loop.stop, self._advance(task), self.timeout)
         started = time.monotonic_ns()
         with self._profiled(spec) as profiles, watch:
@@ -156,6 +159,7 @@ class Harness:
             status,
             produced=prepared.produced,
             records=result.records,
+            counted=loop.count if count_only else None,
             elapsed=result.elapsed,
             startup=startup,
             wall=wall,

@@ -25,7 +25,10 @@ INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
 
 def instrumented(engine: str, instruments: Sequence[str]) -> list[str]:
     """The instruments ``engine`` gets a twin row for: the raw loop only ``results``
-    (the client's own cost of writing a result, see :mod:`laneway.bench.engines.raw`)."""
+    (the client's own cost of writing a result, see :mod:`laneway.bench.engines.raw`), the
+    ceiling loop none."""
+    if engine == "ceiling":
+        return []
     if engine == "raw":
         return [i for i in instruments if i == RESULTS]
     return [i for i in instruments if not (i == "tracing" and engine == "process")]

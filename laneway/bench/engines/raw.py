@@ -1,10 +1,14 @@
-"""The ``raw`` engine: a plain consume loop with no processing, the ceiling of every table.
+"""The ``raw`` and ``ceiling`` engines: plain consume loops with no processing.
 
-It reads the backlog in batches of :data:`BATCH` and records each message (the same
-fields the other engines' recorder keeps), nothing else: no handler call, no commit. On the
-embedded log it polls the same :class:`~laneway.sources.base.Source` laneway uses; on Kafka
-it is a bare confluent-kafka ``Consumer.consume(num_messages=BATCH)`` loop, so the figure is
-what librdkafka plus the Python client deliver before laneway adds anything.
+``raw`` reads the backlog in batches of :data:`BATCH` and records each message (the same
+fields the other engines' recorder keeps, so its order and losses are checked like theirs),
+nothing else: no handler call, no commit. ``ceiling`` (``count_only``) only counts what the
+client hands over, skipping even the per-message fields a program must read to do anything
+with a message: what the client alone delivers, the limit no consumer built on it can
+pass (its rows have no order check, and lost or doubled messages are judged by the count).
+On the embedded log both poll the same :class:`~laneway.sources.base.Source` laneway uses;
+on Kafka each is a bare confluent-kafka ``Consumer.consume(num_messages=BATCH)`` loop, so
+the figure is what librdkafka plus the Python client deliver before laneway adds anything.
 
 With ``out`` (the ``raw+results`` twin of ``laneway bench --results``) the loop also writes
 every message it reads into the topic ``out``, the client's own cheapest at-least-once
@@ -57,14 +61,22 @@ class RawLoop(abc.ABC):
     """A consume loop over a backlog of ``messages``; :meth:`stop` ends it from any thread."""
 
     def __init__(
-        self, messages: int, out: str | None = None, decode: Callable[[bytes], object] | None = None
+        self,
+        messages: int,
+        out: str | None = None,
+        decode: Callable[[bytes], object] | None = None,
+        count_only: bool = False,
     ) -> None:
         self.messages = messages
         self.out = out
+        """The topic every message read is also written to (``None``: read only)."""
         self.decode = decode
         """What the loop decodes each value with (``--value-format``; ``None``: bytes)."""
-        """The topic every message read is also written to (``None``: read only)."""
+        self.count_only = count_only
+        """Count the messages and keep no records (the ``ceiling`` engine)."""
         self.count = 0
+        self._polled_ns = 0
+        """When the last poll returned (the ceiling loop's start, at its first messages)."""
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -77,10 +89,10 @@ class RawLoop(abc.ABC):
         self._open()
         try:
             while self.count < self.messages and not self._stop.is_set():
-                fetched = self._fetch(records)
+                fetched = self._count() if self.count_only else self._fetch(records)
                 if fetched:
                     if first_ns is None:
-                        first_ns = records[self.count][5]
+                        first_ns = self._polled_ns if self.count_only else records[self.count][5]
                     self.count += fetched
                     last_ns = time.monotonic_ns()
             written = self._finish_writes()
@@ -98,6 +110,10 @@ class RawLoop(abc.ABC):
     @abc.abstractmethod
     def _fetch(self, records: list[Record]) -> int:
         """Poll once, append a record per message, return how many arrived."""
+
+    @abc.abstractmethod
+    def _count(self) -> int:
+        """Poll once, note when it returned, return how many messages arrived."""
 
     @abc.abstractmethod
     def _close(self) -> None:
@@ -119,8 +135,9 @@ class EmbeddedRawLoop(RawLoop):
         log: EmbeddedLog,
         out: str | None = None,
         decode: Callable[[bytes], object] | None = None,
+        count_only: bool = False,
     ) -> None:
-        super().__init__(messages, out, decode)
+        super().__init__(messages, out, decode, count_only)
         self._source = source
         self._log = log
 
@@ -152,6 +169,11 @@ class EmbeddedRawLoop(RawLoop):
                 raise RuntimeError(f"the log kept {kept} of {len(batch)} writes to {self.out}")
         return len(batch)
 
+    def _count(self) -> int:
+        batch = self._source.poll(BATCH, POLL_TIMEOUT_S)
+        self._polled_ns = time.monotonic_ns()
+        return len(batch)
+
     def _close(self) -> None:
         self._source.close()
 
@@ -168,8 +190,9 @@ class KafkaRawLoop(RawLoop):
         messages: int,
         out: str | None = None,
         decode: Callable[[bytes], object] | None = None,
+        count_only: bool = False,
     ) -> None:
-        super().__init__(messages, out, decode)
+        super().__init__(messages, out, decode, count_only)
         self._topic = topic
         self._failures: list[str] = []
         self._producer: Producer | None = None
@@ -211,6 +234,12 @@ class KafkaRawLoop(RawLoop):
         if self._producer is not None and self.out is not None and batch:
             self._write(self._producer, self.out, batch)
         return len(records) - before
+
+    def _count(self) -> int:
+        batch = self._consumer.consume(num_messages=BATCH, timeout=POLL_TIMEOUT_S)
+        self._polled_ns = time.monotonic_ns()
+        errors = [m for m in batch if m.error() is not None]
+        return len(batch) - len(errors)
 
     def _write(self, producer: Producer, out: str, batch: list[Message]) -> None:
         for m in batch:

@@ -1,7 +1,8 @@
 """The benchmark scenarios and the plan of runs they expand into.
 
 A :class:`Scenario` is a workload (how many messages, which work per message) with lists of
-partition counts, key counts and ordering modes; every combination of those is a *variant*,
+partition counts, key counts, key spreads and ordering modes (and, with a ``--work-ms``
+grid, work values); every combination of those is a *variant*,
 and every variant is run once per engine (``raw``, ``baseline``, ``thread``, ``async``,
 ``process``), ``--repeat`` times. Command-line overrides replace a scenario's lists or sizes
 for every selected scenario.
@@ -25,6 +26,13 @@ Work per message, decided once for all engines so rows compare like with like:
 * ``keys``: one partition, a wait drawn uniformly from ``[0, work_ms]`` per message
   (deterministic per sequence number, so every engine gets the same work; ``time.sleep`` /
   ``asyncio.sleep``), for every key count x ordering mode.
+
+Keys are spread evenly over the messages (``uniform``: message ``i`` has key ``i mod keys``)
+unless ``--keys`` names ``zipf`` (see :mod:`laneway.bench.engines.key_spread`): then a few
+hot keys carry most messages, as real traffic does, and key ordering shows what a hot key
+costs. ``--work-ms 0,0.1,1,10,100`` runs every variant once per value (the grid users
+compare across libraries: ``sleep`` is blocking work for sync, thread and process handlers
+and ``asyncio.sleep`` for async ones).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from laneway.bench.engines.instrumentation import instrumented
+from laneway.bench.engines.key_spread import UNIFORM, ZIPF
 from laneway.options import EngineKind, Ordering, names
 
 LANEWAY_ENGINE = {
@@ -42,9 +51,14 @@ LANEWAY_ENGINE = {
 }
 """The ``Consumer(engine=...)`` behind each bench engine: ``baseline`` is the sync engine."""
 
-ENGINES = ("raw", *LANEWAY_ENGINE)
-"""Engines in run order: ``raw`` (a plain consume loop, no consumer) first, since every
-other row is compared to it."""
+CEILING = "ceiling"
+"""The client loop that only counts what it reads (:mod:`laneway.bench.engines.raw`)."""
+CLIENT_LOOPS = (CEILING, "raw")
+"""The engines that are bare client loops, not laneway consumers."""
+ENGINES = (*CLIENT_LOOPS, *LANEWAY_ENGINE)
+"""Engines in run order: the client loops (no consumer) first, since every other row is
+compared to them: ``ceiling`` counts what the client reads, ``raw`` also reads and records
+each message as every engine's rows do."""
 
 ORDERINGS = names(Ordering)
 
@@ -69,25 +83,32 @@ class Scenario:
     work_ms: float = 0.0
     cpu_iterations: int = 0
     shows: str = ""
+    spreads: tuple[str, ...] = (UNIFORM,)
+    """How keys spread over the messages: ``uniform`` and/or ``zipf`` (one run each)."""
+    work_grid: tuple[float, ...] = ()
+    """With more than one value, ``work_ms`` of each variant (one run each)."""
 
     def headline(self) -> str:
         """What one message costs, in words, from the scenario's actual settings."""
-        return describe_work(self.work, self.work_ms, self.cpu_iterations)
+        return describe_work(self.work, self.work_grid or self.work_ms, self.cpu_iterations)
 
 
-def describe_work(work: str, work_ms: float, cpu_iterations: int) -> str:
-    """The work per message in words, e.g. ``~5 ms blocking wait per message``."""
+def describe_work(work: str, work_ms: float | Sequence[float], cpu_iterations: int) -> str:
+    """The work per message in words, e.g. ``~5 ms blocking wait per message`` (or for a
+    grid of values ``~0/1/10 ms ...``)."""
+    grid = [work_ms] if isinstance(work_ms, (int, float)) else list(work_ms)
+    ms = "/".join(f"{value:g}" for value in grid)
     if work == "none":
         return "no work per message"
     if work == "sleep":
-        return f"~{work_ms:g} ms blocking wait per message"
+        return f"~{ms} ms blocking wait per message"
     if work == "io":
-        return f"~{work_ms:g} ms network round trip per message"
+        return f"~{ms} ms network round trip per message"
     if work == "cpu":
         return f"{cpu_iterations} x sha256 per message"
     if work == "busy":
-        return f"~{work_ms:g} ms CPU per message"
-    return f"random 0-{work_ms:g} ms wait per message"
+        return f"~{ms} ms CPU per message"
+    return f"random 0-{ms} ms wait per message"
 
 
 SCENARIOS: Mapping[str, Scenario] = {
@@ -165,34 +186,59 @@ class Overrides:
     messages: int | None = None
     partitions: tuple[int, ...] | None = None
     keys: tuple[int, ...] | None = None
+    spreads: tuple[str, ...] | None = None
     orderings: tuple[str, ...] | None = None
-    work_ms: float | None = None
+    work_ms: tuple[float, ...] | None = None
+    """One value, or a grid of values each run in turn."""
     cpu_iterations: int | None = None
     concurrency: int | None = None
 
+    @property
+    def single_work_ms(self) -> float | None:
+        """``--work-ms`` for the scenarios that take one value (members, share); None when
+        not given. ValueError for a grid."""
+        if self.work_ms is None:
+            return None
+        if len(self.work_ms) > 1:
+            raise ValueError(
+                f"--work-ms {','.join(f'{v:g}' for v in self.work_ms)}: the members and "
+                "share scenarios take one value; run them apart from the grid"
+            )
+        return self.work_ms[0]
+
     def apply(self, scenario: Scenario) -> Scenario:
+        grid = self.work_ms or ()
         return replace(
             scenario,
             messages=self.messages or scenario.messages,
             partitions=self.partitions or scenario.partitions,
             keys=self.keys or scenario.keys,
+            spreads=self.spreads or scenario.spreads,
             orderings=self.orderings or scenario.orderings,
-            work_ms=scenario.work_ms if self.work_ms is None else self.work_ms,
+            work_ms=grid[0] if grid else scenario.work_ms,
+            work_grid=grid if len(grid) > 1 else (),
             cpu_iterations=self.cpu_iterations or scenario.cpu_iterations,
         )
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One partition count x key count x ordering combination of a scenario."""
+    """One partition count x key count x key spread x ordering (x work, with a grid)
+    combination of a scenario."""
 
     partitions: int
     keys: int
     ordering: str
+    spread: str = UNIFORM
+    work_ms: float | None = None
+    """The variant's work when the scenario has a grid of values (None: the scenario's)."""
 
     @property
     def label(self) -> str:
-        return f"p{self.partitions} k{self.keys} {self.ordering}"
+        """E.g. ``p8 k100 key``, ``p8 k100 zipf key``, ``p8 k100 key 10ms``."""
+        spread = " zipf" if self.spread == ZIPF else ""
+        work = "" if self.work_ms is None else f" {self.work_ms:g}ms"
+        return f"p{self.partitions} k{self.keys}{spread} {self.ordering}{work}"
 
 
 @dataclass(frozen=True)
@@ -215,20 +261,31 @@ class RunSpec:
     @property
     def name(self) -> str:
         """A file-name-safe identifier, e.g. ``keys-p1-k10-key-async-1``."""
-        v = self.variant
-        variant = f"p{v.partitions}-k{v.keys}-{v.ordering}"
+        variant = self.variant.label.replace(" ", "-")
         return f"{self.scenario.name}-{variant}-{self.label}-{self.repeat}"
 
 
 def variants(scenario: Scenario) -> list[Variant]:
-    """Every partitions x keys x ordering combination, in the scenario's list order."""
-    combos = itertools.product(scenario.partitions, scenario.keys, scenario.orderings)
-    return [Variant(p, k, o) for p, k, o in combos]
+    """Every partitions x keys x spread x ordering (x work) combination, in the scenario's
+    list order."""
+    grid: tuple[float | None, ...] = scenario.work_grid or (None,)
+    combos = itertools.product(
+        grid, scenario.partitions, scenario.keys, scenario.spreads, scenario.orderings
+    )
+    return [Variant(p, k, o, spread, work) for work, p, k, spread, o in combos]
+
+
+def with_work_of(scenario: Scenario, variant: Variant) -> Scenario:
+    """The scenario as one variant runs it: its grid value as ``work_ms``."""
+    if variant.work_ms is None:
+        return scenario
+    return replace(scenario, work_ms=variant.work_ms, work_grid=())
 
 
 def concurrency_for(engine: str, override: int | None) -> int:
-    """Pool size per engine: 1 for raw/baseline, one process per core, else 128 or override."""
-    if engine in ("raw", "baseline"):
+    """Pool size per engine: 1 for the client loops and baseline, one process per core,
+    else 128 or ``override``."""
+    if engine in (*CLIENT_LOOPS, "baseline"):
         return 1
     if engine == "process":
         return os.cpu_count() or 1
@@ -249,8 +306,9 @@ def plan(
     for name in names:
         if name in (MEMBERS, SHARE_SCENARIO):
             continue  # laneway.bench.members.scenario and laneway.bench.share.scenario run these
-        scenario = overrides.apply(SCENARIOS[name])
-        for variant in variants(scenario):
+        grid = overrides.apply(SCENARIOS[name])
+        for variant in variants(grid):
+            scenario = with_work_of(grid, variant)
             for rep in range(1, repeat + 1):
                 for engine in ordered_engines:
                     pool = concurrency_for(engine, overrides.concurrency)

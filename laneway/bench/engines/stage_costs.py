@@ -65,16 +65,11 @@ import argparse
 import contextlib
 import gc
 import json
-import os
-import platform
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
-
-import laneway
 from laneway.bench.engines.cpu_meter import CpuMeter
 from laneway.bench.engines.pipelines import output_topic
 from laneway.bench.engines.scenarios import concurrency_for
@@ -90,6 +85,7 @@ from laneway.bench.engines.targets import (
     Prepared,
     Target,
 )
+from laneway.bench.reporting.rows import machine_line
 from laneway.consumer import Consumer
 from laneway.options import EngineKind, Ordering
 from laneway.results import Produce
@@ -227,14 +223,9 @@ def _consumer(engine: str, prepared: Prepared, out: str | None, target: Target) 
 
 
 def machine(rate: int) -> str:
-    """The machine line printed above the table."""
+    """The machine line printed above the table, with the sampler."""
     sampler = f"py-spy {py_spy_version()} at {rate} Hz" if rate else "not sampled"
-    return (
-        f"{os.cpu_count()} cores (load {os.getloadavg()[0]:.2f}), "
-        f"Python {platform.python_version()}, laneway {laneway.__version__}, "
-        f"confluent-kafka {confluent_kafka.__version__} / librdkafka "
-        f"{confluent_kafka.libversion()[0]}, {sampler}"
-    )
+    return f"{machine_line()}; {sampler}"
 
 
 def _engines(text: str) -> list[str]:

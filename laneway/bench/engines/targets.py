@@ -3,7 +3,8 @@
 For every run a target creates a fresh topic (unique name), produces the whole backlog into
 it *before* the consumer starts (so throughput measures consuming, not producing), hands out
 a laneway source or a raw consume loop for a fresh consumer group, and removes the topic
-afterwards. Message ``i`` has key ``k<i mod keys>`` and a value starting with ``i`` in ten
+afterwards. Message ``i`` has key ``k<i mod keys>`` (or with ``zipf`` keys, see
+:mod:`laneway.bench.engines.key_spread`, a skewed draw) and a value starting with ``i`` in ten
 ASCII digits (its sequence number), or with ``--value-format json|avro`` an order record
 carrying it (see :mod:`laneway.bench.engines.value_formats`). On Kafka the producer is
 idempotent (so the log itself holds each message once, in produce order per partition) and
@@ -24,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from laneway.bench.engines.key_spread import UNIFORM, key_indexes
 from laneway.bench.engines.raw import EmbeddedRawLoop, KafkaRawLoop, RawLoop
 from laneway.bench.engines.scenarios import DEFAULT_TOPIC_PREFIX
 from laneway.bench.engines.value_formats import deserializer, value_encoder
@@ -51,12 +53,12 @@ class Prepared:
 
 
 def backlog(
-    messages: int, keys: int, encode: Callable[[int], bytes] = encode_value
+    messages: int, keys: int, encode: Callable[[int], bytes] = encode_value, spread: str = UNIFORM
 ) -> Iterator[tuple[bytes, bytes]]:
     """``(key, value)`` of every message of a run, in sequence order (``encode``: the
-    value of a sequence number)."""
-    for i in range(messages):
-        yield b"k%d" % (i % keys), encode(i)
+    value of a sequence number; ``spread``: how keys spread over messages)."""
+    for i, key in enumerate(key_indexes(messages, keys, spread)):
+        yield b"k%d" % key, encode(i)
 
 
 def unique_name(prefix: str, kind: str) -> str:
@@ -68,13 +70,17 @@ class Target(Protocol):
 
     kind: str
 
-    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared: ...
+    def prepare(
+        self, prefix: str, partitions: int, messages: int, keys: int, spread: str = UNIFORM
+    ) -> Prepared: ...
 
     def source(self, prepared: Prepared) -> Source: ...
 
-    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+    def raw_loop(
+        self, prepared: Prepared, messages: int, out: str | None = None, count_only: bool = False
+    ) -> RawLoop:
         """The raw loop over the run's topic; with ``out`` it also writes every message there
-        (create it with :meth:`create_output` first)."""
+        (create it with :meth:`create_output` first); ``count_only``: the ceiling loop."""
         ...
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
@@ -96,12 +102,14 @@ class EmbeddedTarget:
         self._encode = value_encoder(value_format)
         self._decode = deserializer(value_format)
 
-    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
+    def prepare(
+        self, prefix: str, partitions: int, messages: int, keys: int, spread: str = UNIFORM
+    ) -> Prepared:
         topic = unique_name(DEFAULT_TOPIC_PREFIX, prefix)
         log = EmbeddedLog()
         log.create_topic(topic, partitions=partitions)
         started = time.perf_counter()
-        produced = log.produce_many(topic, backlog(messages, keys, self._encode))
+        produced = log.produce_many(topic, backlog(messages, keys, self._encode, spread))
         self._logs[topic] = log
         group = unique_name(DEFAULT_TOPIC_PREFIX, "group")
         return Prepared(topic, group, produced, time.perf_counter() - started)
@@ -109,9 +117,12 @@ class EmbeddedTarget:
     def source(self, prepared: Prepared) -> Source:
         return self._logs[prepared.topic].subscribe([prepared.topic], prepared.group)
 
-    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+    def raw_loop(
+        self, prepared: Prepared, messages: int, out: str | None = None, count_only: bool = False
+    ) -> RawLoop:
         log = self._logs[prepared.topic]
-        return EmbeddedRawLoop(self.source(prepared), messages, log, out, self._decode)
+        source = self.source(prepared)
+        return EmbeddedRawLoop(source, messages, log, out, self._decode, count_only)
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
         log = self._logs[prepared.topic]
@@ -153,11 +164,13 @@ class KafkaTarget:
                 f"no Kafka broker answers at {self.bootstrap_servers}: {error}"
             ) from error
 
-    def prepare(self, prefix: str, partitions: int, messages: int, keys: int) -> Prepared:
+    def prepare(
+        self, prefix: str, partitions: int, messages: int, keys: int, spread: str = UNIFORM
+    ) -> Prepared:
         topic = unique_name(self.topic_prefix, prefix)
         self.create_topic(topic, partitions)
         started = time.perf_counter()
-        produced = self.produce(topic, messages, keys)
+        produced = self.produce(topic, messages, keys, spread=spread)
         group = unique_name(self.topic_prefix, "group")
         return Prepared(topic, group, produced, time.perf_counter() - started)
 
@@ -168,9 +181,17 @@ class KafkaTarget:
             topics=[prepared.topic],
         )
 
-    def raw_loop(self, prepared: Prepared, messages: int, out: str | None = None) -> RawLoop:
+    def raw_loop(
+        self, prepared: Prepared, messages: int, out: str | None = None, count_only: bool = False
+    ) -> RawLoop:
         return KafkaRawLoop(
-            self.bootstrap_servers, prepared.topic, prepared.group, messages, out, self._decode
+            self.bootstrap_servers,
+            prepared.topic,
+            prepared.group,
+            messages,
+            out,
+            self._decode,
+            count_only,
         )
 
     def create_output(self, prepared: Prepared, topic: str) -> None:
@@ -230,10 +251,18 @@ class KafkaTarget:
         same number, as when the seed's bus spreads events round robin."""
         return self._send(topic, ((None, encode_value(i), i % partitions) for i in range(messages)))
 
-    def produce(self, topic: str, messages: int, keys: int, batch_messages: int = 10_000) -> int:
+    def produce(
+        self,
+        topic: str,
+        messages: int,
+        keys: int,
+        batch_messages: int = 10_000,
+        spread: str = UNIFORM,
+    ) -> int:
         """Write the backlog of ``messages`` (see :func:`backlog`) in record batches of at
         most ``batch_messages``; return how many were written."""
-        records = ((key, value, None) for key, value in backlog(messages, keys, self._encode))
+        pairs = backlog(messages, keys, self._encode, spread)
+        records = ((key, value, None) for key, value in pairs)
         return self._send(topic, records, batch_messages)
 
     def _send(

@@ -19,11 +19,12 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from laneway.bench.engines.scenarios import ENGINES
+from laneway.bench.engines.scenarios import CLIENT_LOOPS, ENGINES
 from laneway.bench.reporting.rows import Row
 
 COLORS = {
     "raw": "#7f7f7f",
+    "ceiling": "#c7c7c7",
     "baseline": "#1f77b4",
     "thread": "#ff7f0e",
     "async": "#2ca02c",
@@ -84,10 +85,11 @@ def _throughput(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
 
 
 def _scaling(scenario: str, rows: Sequence[Row], directory: Path) -> Path:
-    """Throughput against partitions; raw (no work, orders of magnitude above) is left out."""
+    """Throughput against partitions; the client loops (no work, orders of magnitude above)
+    are left out."""
     fig = Figure(figsize=(7.5, 4.8), dpi=DPI)
     ax = fig.add_subplot()
-    worked = [r for r in rows if r["engine"] != "raw"]
+    worked = [r for r in rows if r["engine"] not in CLIENT_LOOPS]
     styles = ("-", "--", ":", "-.")
     combos = list(dict.fromkeys((r["keys"], r["ordering"]) for r in worked))
     for index, (keys, ordering) in enumerate(combos):

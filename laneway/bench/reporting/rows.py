@@ -42,7 +42,8 @@ JSON schema (``schema`` = 1), one top-level object:
     ``other_cpu``        share of all cores that *other* processes used during the run
                          (0 on an idle machine; more makes every figure lower and noisier)
     ``status``           ``OK``, ``TIMEOUT`` or ``ERROR`` (``error`` says why)
-    others               ``partitions``, ``keys``, ``ordering``, ``concurrency``,
+    others               ``partitions``, ``keys``, ``key_spread`` (``uniform`` or
+                         ``zipf``), ``ordering``, ``concurrency``,
                          ``work``, ``work_ms``, ``cpu_iterations``, ``target``,
                          ``commits``, ``repeats``, ``profiles``
     ==================== =========================================================
@@ -64,7 +65,7 @@ import confluent_kafka
 import psutil
 
 import laneway
-from laneway.bench.engines.analysis import FAIL, check, latency
+from laneway.bench.engines.analysis import FAIL, check, counted, latency
 from laneway.bench.engines.ceilings import Limits
 from laneway.bench.engines.harness import ERROR, OK, TIMEOUT, Measurement
 
@@ -76,7 +77,11 @@ _STATUS_RANK = {OK: 0, TIMEOUT: 1, ERROR: 2}
 def measure_row(m: Measurement, target: str) -> Row:
     """Analyse one run into a row (ratios are filled in by :func:`merge_rows`)."""
     spec, scenario, variant = m.spec, m.spec.scenario, m.spec.variant
-    correct = check(m.records, m.produced, variant.ordering)
+    correct = (
+        check(m.records, m.produced, variant.ordering)
+        if m.counted is None
+        else counted(m.counted, m.produced)
+    )
     lat = latency(m.records)
     tps = correct.distinct / m.elapsed if m.elapsed > 0 else 0.0
     return {
@@ -86,6 +91,7 @@ def measure_row(m: Measurement, target: str) -> Row:
         "target": target,
         "partitions": variant.partitions,
         "keys": variant.keys,
+        "key_spread": variant.spread,
         "ordering": variant.ordering,
         "concurrency": spec.concurrency,
         "work": scenario.work,
@@ -192,10 +198,24 @@ def machine() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "laneway": laneway.__version__,
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": _version_of("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
         "uvloop": _version_of("uvloop"),
     }
+
+
+def machine_line(facts: dict[str, Any] | None = None) -> str:
+    """The hardware line every report starts with: figures mean little without it, e.g.
+    ``machine: 2 cores (2 physical, Intel(R) Xeon(R) ...), 23.5 GiB, load 0.41; CPython
+    3.11.9 on Linux-...; laneway 0.9.0, confluent-kafka 2.16.1 (librdkafka 2.16.0)``."""
+    m = facts or machine()
+    loop = f", uvloop {m['uvloop']}" if m.get("uvloop") else ""
+    return (
+        f"machine: {m['cores']} cores ({m['physical_cores']} physical, {m['cpu']}), "
+        f"{m['memory_gb']} GiB, load {m['load_1m']:.2f}; {m['implementation']} "
+        f"{m['python']} on {m['platform']}; laneway {m['laneway']}, confluent-kafka "
+        f"{m['confluent_kafka']} (librdkafka {m['librdkafka']}){loop}"
+    )
 
 
 def _version_of(package: str) -> str | None:

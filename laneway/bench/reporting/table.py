@@ -10,15 +10,16 @@ from rich.console import Console
 from rich.table import Table
 
 from laneway.bench.engines.ceilings import Limits
-from laneway.bench.engines.scenarios import describe_work
+from laneway.bench.engines.scenarios import CLIENT_LOOPS, describe_work
 from laneway.bench.reporting.rows import Row, is_valid
 
 DISTURBED = 0.2
 """Share of the machine's CPU used by other processes above which a run is flagged."""
 
 FOOTNOTE = (
-    "runtime: first fetch -> final commit (raw: first -> last message, raw+results: -> last "
-    "write acknowledged); msg/s = messages / "
+    "runtime: first fetch -> final commit (raw and ceiling: first -> last message, "
+    "raw+results: -> last write acknowledged); ceiling: the client loop that only counts "
+    "what it reads (no order check); msg/s = messages / "
     "runtime; vs raw / vs base: msg/s relative to the raw loop / the baseline. startup: "
     "run() call -> first handler start (process pool start, group join, first fetch), NOT "
     "included in runtime. latency: produce timestamp -> handler done; the backlog is produced "
@@ -101,13 +102,16 @@ def recommendations(rows: Sequence[Row]) -> list[dict[str, Any]]:
         mine = [
             r
             for r in rows
-            if r["scenario"] == scenario and r["engine"] != "raw" and "+" not in r["engine"]
+            if r["scenario"] == scenario
+            and r["engine"] not in CLIENT_LOOPS
+            and "+" not in r["engine"]
         ]
         if not mine:
             continue
         first = mine[0]
         variants = list(dict.fromkeys(r["variant"] for r in mine))
-        headline = describe_work(first["work"], first["work_ms"], first["cpu_iterations"])
+        work = list(dict.fromkeys(r["work_ms"] for r in mine))
+        headline = describe_work(first["work"], work, first["cpu_iterations"])
         if len(variants) == 1:
             headline += f" ({first['partitions']} partitions, {first['keys']} keys)"
         valid = [r for r in mine if is_valid(r)]
@@ -216,7 +220,7 @@ def print_report(
         console.print("[bold]Work alone[/bold] (no laneway, same run; median of repetitions)")
         for line in ceiling_lines(rows, limits, event_loop):
             console.print(f"  {line}", highlight=False)
-    laneway_rows = [r for r in rows if r["engine"].partition("+")[0] != "raw"]
+    laneway_rows = [r for r in rows if r["engine"].partition("+")[0] not in CLIENT_LOOPS]
     short = [r for r in laneway_rows if r["runtime_s"] < SHORTEST_RUN_S]
     if short:
         console.print(
