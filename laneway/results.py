@@ -84,6 +84,13 @@ class Produce(_ProduceFields):
     ) -> Produce:
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"Produce topic={topic!r} is not valid; expected a topic name")
+        if (
+            headers is None
+            and partition is None
+            and value_serializer is None
+            and key_serializer is None
+        ):  # the common record: nothing more to check (a handler may make 100,000s a second)
+            return tuple.__new__(cls, (topic, value, key, None, None))
         serializers = (("value_serializer", value_serializer), ("key_serializer", key_serializer))
         for name, given in serializers:
             if given is not None and not callable(given):

@@ -120,6 +120,12 @@ def test_produce_checks_its_arguments() -> None:
     for partition in (-1, "1", True):
         with pytest.raises(TypeError, match=f"partition={partition!r}"):
             laneway.Produce("out", b"v", partition=partition)  # type: ignore[arg-type]
+    for topic in ("", None, b"out"):  # checked on the common record's fast path too
+        with pytest.raises(TypeError, match=f"topic={topic!r}"):
+            laneway.Produce(topic, b"v", b"k")  # type: ignore[arg-type]
+    plain = laneway.Produce("out", b"v", b"k")
+    assert tuple(plain) == ("out", b"v", b"k", None, None)
+    assert (plain.value_serializer, plain.key_serializer) == (None, None)
 
 
 @pytest.mark.parametrize("engine", ["sync", "process"])
