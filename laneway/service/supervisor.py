@@ -15,6 +15,7 @@ from types import FrameType
 from laneway.logs import get_logger
 from laneway.service import exits
 from laneway.service.settings import MEMBER_VARIABLE
+from laneway.sources.share.source import PREVIEW_WARNED, preview_warned
 
 log = get_logger(__name__)
 
@@ -128,6 +129,8 @@ class Supervisor:
 
     def _start(self, member: _Member) -> None:
         env = {**os.environ, MEMBER_VARIABLE: str(member.index)}
+        if preview_warned():  # the members need not repeat the share consumer's warning
+            env[PREVIEW_WARNED] = "1"
         member.process = subprocess.Popen(self._command, env=env)
         member.restart_at = None
         log.info("member %d started (pid %d)", member.index, member.process.pid)

@@ -48,8 +48,8 @@ class Service:
         self.tmp_path = tmp_path
         self.handler = handler
         self.processes: list[subprocess.Popen[str]] = []
-        # A fresh process tree: a share consumer that ran in this test process set
-        # PREVIEW_WARNED in os.environ, which would silence the service's own warning.
+        # A fresh process tree: PREVIEW_WARNED inherited from outside would silence the
+        # service's own share-consumer warning.
         inherited = {name: value for name, value in os.environ.items() if name != PREVIEW_WARNED}
         self.env = {
             **inherited,

@@ -63,26 +63,40 @@ _KINDS = {
 _FATAL = KafkaError._FATAL
 
 PREVIEW_WARNED = "LANEWAY_SHARE_PREVIEW_WARNED"
-"""Set (to ``1``) in the environment once librdkafka's warning that the share consumer is
-a Preview was logged, so the processes this one starts (the members of ``laneway run
---members``) inherit it and do not repeat it: once per process tree."""
+"""Set (to ``1``) in the environment of the processes ``laneway run --members`` starts once
+its own process logged librdkafka's warning that the share consumer is a Preview, so the
+members do not repeat it: once per process tree (see :func:`preview_warned`). A process
+started with it set never logs the warning."""
 _PREVIEW = 'The share consumer is in "Preview"'
 
 
 class _PreviewOnce(logging.Filter):
-    """Lets librdkafka's Preview warning through once per process tree (see
-    :data:`PREVIEW_WARNED`); every other line passes."""
+    """Lets librdkafka's Preview warning through once per process (none when the process
+    inherited :data:`PREVIEW_WARNED`); every other line passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warned = os.environ.get(PREVIEW_WARNED) == "1"
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _PREVIEW not in record.getMessage():
             return True
-        if os.environ.get(PREVIEW_WARNED) == "1":
+        if self.warned:
             return False
-        os.environ[PREVIEW_WARNED] = "1"
+        self.warned = True
         return True
 
 
-LIBRDKAFKA_LOGGER.addFilter(_PreviewOnce())
+_PREVIEW_ONCE = _PreviewOnce()
+LIBRDKAFKA_LOGGER.addFilter(_PREVIEW_ONCE)
+
+
+def preview_warned() -> bool:
+    """Whether this process logged the share consumer's Preview warning (or inherited
+    :data:`PREVIEW_WARNED`): a process that starts others passes the variable on to them.
+    The process's own environment is left alone, so an application's other children
+    still warn."""
+    return _PREVIEW_ONCE.warned
 
 
 class KafkaShareSource:
