@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
-from laneway.errors import ConfigError, SourceError, UnknownTopicError
+from laneway.errors import ConfigError, LanewayError, SourceError, UnknownTopicError
 from laneway.options import WhenFull, choice, seconds, whole_number
 from laneway.results import Produce
 from laneway.sources.embedded.appender import Appender
@@ -203,6 +203,44 @@ class EmbeddedLog:
                     self._groups.data.notify_all()
         return kept
 
+    def produce_records(
+        self, records: Sequence[Produce], timeout: float | None = None
+    ) -> list[tuple[int, str]]:
+        """Append ``records`` (laneway's own writes: results, dead letters) in order, under
+        one lock with one flush; return ``(position, error)`` of each record not kept (an
+        unknown topic, a bad field, a full log), as :meth:`produce` would have raised or
+        dropped it. ``timeout`` bounds each record's wait for room, as in :meth:`produce`."""
+        refused: list[tuple[int, str]] = []
+        timestamp = time.time_ns() // 1_000_000
+        touched: set[PartitionLog] = set()
+        with self._lock:
+            try:
+                for index, (topic, value, key, headers, partition) in enumerate(records):
+                    deadline = None if timeout is None else time.monotonic() + timeout
+                    try:
+                        if value is not None and not isinstance(value, bytes):
+                            raise ConfigError(_not_bytes("value", value))
+                        if key is not None and not isinstance(key, bytes):
+                            raise ConfigError(_not_bytes("key", key))
+                        fields = () if not headers else _check_headers(headers)
+                        part = self._route(topic, key, partition)
+                        offset = self._appender.append(
+                            part, key, value, fields, timestamp, deadline
+                        )
+                    except LanewayError as error:
+                        refused.append((index, f"{type(error).__name__}: {error}"))
+                        continue
+                    touched.add(part)
+                    if offset < 0:
+                        refused.append((index, f"dropped: {topic} is full"))
+            finally:
+                for part in touched:
+                    if part.file is not None:
+                        part.file.flush()
+                if touched and self._groups.poll_waiters:
+                    self._groups.data.notify_all()
+        return refused
+
     def _route(self, topic: str, key: bytes | None, partition: int | None) -> PartitionLog:
         self._check_open()
         parts = self._topics.get(topic)
@@ -355,6 +393,10 @@ class EmbeddedLog:
     def _unknown(self, topic: object) -> str:
         known = ", ".join(sorted(self._topics)) or "none"
         return f"unknown topic {topic!r}; create it with create_topic() first (topics: {known})"
+
+
+def _not_bytes(name: str, data: object) -> str:
+    return f"{name}={data!r:.60} is not valid; expected bytes or None"
 
 
 def _check_headers(headers: Iterable[tuple[str, bytes | None]]) -> tuple[Header, ...]:

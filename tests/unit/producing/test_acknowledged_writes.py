@@ -13,6 +13,7 @@ from laneway.producing.acknowledged import AcknowledgedWrites
 from laneway.producing.producer import Refusal, WriteFailure
 from laneway.results import Produce
 from laneway.retry import RetryPolicy
+from laneway.sources.base import IgnoreRebalances
 from laneway.sources.embedded.producer import EmbeddedProducer
 
 FAST = RetryPolicy(backoff=0.01, backoff_max=0.01)
@@ -241,3 +242,29 @@ def test_the_retry_queue_hands_items_back_when_due(tries: int) -> None:
     time.sleep(0.011)
     assert queue.due() == [("x", tries)]
     assert len(queue) == 0
+
+
+def test_the_embedded_producer_appends_a_round_in_order_and_refuses_record_by_record() -> None:
+    log = laneway.EmbeddedLog(capacity=2, when_full="drop_newest")
+    log.create_topic("orders", partitions=1)
+    producer = EmbeddedProducer(log)
+    round_ = [
+        Produce("orders", b"1", b"k", [("trace", b"t1")]),
+        Produce("missing", b"x"),
+        Produce("orders", b"2", partition=0),
+        Produce("orders", b"3"),  # the log keeps 2: dropped as newest
+    ]
+    refused = producer.produce(round_)
+    assert [(r.position, r.error.split(":")[0]) for r in refused] == [
+        (1, "UnknownTopicError"),
+        (3, "dropped"),
+    ]
+    source = log.subscribe(["orders"], "reader")
+    source.open(IgnoreRebalances())
+    read = source.poll(10, 1.0)
+    assert [(m.offset, m.value, m.key, list(m.headers)) for m in read] == [
+        (0, b"1", b"k", [("trace", b"t1")]),
+        (1, b"2", None, []),
+    ]
+    [(position, error)] = log.produce_records([Produce("orders", "text")])
+    assert position == 0 and "value='text' is not valid; expected bytes" in error
