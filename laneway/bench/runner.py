@@ -224,11 +224,12 @@ def _share_settings(overrides: Overrides) -> ShareBenchSettings:
     """The share scenario's settings, with ``--messages`` (for the members runs and the
     trivial loops alike, as for every scenario) and ``--work-ms`` applied."""
     defaults = ShareBenchSettings()
+    work_ms = overrides.single_work_ms
     return replace(
         defaults,
         messages=overrides.messages or defaults.messages,
         trivial_messages=overrides.messages or defaults.trivial_messages,
-        work_ms=defaults.work_ms if overrides.single_work_ms is None else overrides.single_work_ms,
+        work_ms=defaults.work_ms if work_ms is None else work_ms,
     )
 
 

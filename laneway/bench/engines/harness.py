@@ -124,7 +124,7 @@ class Harness:
             prepared = self.target.prepare(
                 scenario.name, variant.partitions, scenario.messages, variant.keys, variant.spread
             )
-            with _frozen_heap(), _CpuWitness() as witness:
+            with frozen_heap(), _CpuWitness() as witness:
                 if spec.engine in CLIENT_LOOPS:
                     result = self._run_raw(spec, prepared, task)
                 else:
@@ -264,7 +264,7 @@ class Harness:
 
 
 @contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
+def frozen_heap() -> Iterator[None]:
     """Keep the bench's own objects out of the measured run's garbage collections.
 
     Everything alive before the run (imported modules such as matplotlib, the embedded

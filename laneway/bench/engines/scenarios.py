@@ -195,16 +195,9 @@ class Overrides:
 
     @property
     def single_work_ms(self) -> float | None:
-        """``--work-ms`` for the scenarios that take one value (members, share); None when
-        not given. ValueError for a grid."""
-        if self.work_ms is None:
-            return None
-        if len(self.work_ms) > 1:
-            raise ValueError(
-                f"--work-ms {','.join(f'{v:g}' for v in self.work_ms)}: the members and "
-                "share scenarios take one value; run them apart from the grid"
-            )
-        return self.work_ms[0]
+        """``--work-ms`` for the scenarios that take one value (members, share; the command
+        refuses a grid for them); None when not given."""
+        return None if self.work_ms is None else self.work_ms[0]
 
     def apply(self, scenario: Scenario) -> Scenario:
         grid = self.work_ms or ()

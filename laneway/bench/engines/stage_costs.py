@@ -63,14 +63,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from laneway.bench.engines.cpu_meter import CpuMeter
+from laneway.bench.engines.harness import frozen_heap
 from laneway.bench.engines.pipelines import output_topic
 from laneway.bench.engines.scenarios import concurrency_for
 from laneway.bench.engines.stack_samples import (
@@ -124,18 +124,6 @@ class AsyncResults:
         return Produce(self.topic, message.value, message.key)
 
 
-@contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
-    """The backlog and everything else alive before the run out of its garbage collections
-    (as ``laneway bench`` does)."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 @dataclass
 class Settings:
     """What every run of one table shares."""
@@ -174,7 +162,7 @@ def _once(settings: Settings, engine: str, sampler: Sampler | None) -> EngineCos
         else:
             run = _consumer(engine, prepared, out, target)
         sampling = sampler if sampler is not None else contextlib.nullcontext()
-        with _frozen_heap(), sampling, CpuMeter(run.started) as meter:
+        with frozen_heap(), sampling, CpuMeter(run.started) as meter:
             handled, elapsed = run.execute()
         if handled != prepared.produced:
             raise RuntimeError(f"{engine}: handled {handled} of {prepared.produced} messages")

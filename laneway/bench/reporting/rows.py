@@ -204,11 +204,11 @@ def machine() -> dict[str, Any]:
     }
 
 
-def machine_line(facts: dict[str, Any] | None = None) -> str:
+def machine_line() -> str:
     """The hardware line every report starts with: figures mean little without it, e.g.
     ``machine: 2 cores (2 physical, Intel(R) Xeon(R) ...), 23.5 GiB, load 0.41; CPython
     3.11.9 on Linux-...; laneway 0.9.0, confluent-kafka 2.16.1 (librdkafka 2.16.0)``."""
-    m = facts or machine()
+    m = machine()
     loop = f", uvloop {m['uvloop']}" if m.get("uvloop") else ""
     return (
         f"machine: {m['cores']} cores ({m['physical_cores']} physical, {m['cpu']}), "

@@ -157,9 +157,9 @@ class EmbeddedLog:
         ``when_full="block"`` (default: wait until there is room or the log closes).
         """
         if value is not None and not isinstance(value, bytes):
-            raise ConfigError(f"value={value!r} is not valid; expected bytes or None")
+            raise ConfigError(_not_bytes("value", value))
         if key is not None and not isinstance(key, bytes):
-            raise ConfigError(f"key={key!r} is not valid; expected bytes or None")
+            raise ConfigError(_not_bytes("key", key))
         header_tuple: tuple[Header, ...] = ()
         if headers is not None and not (isinstance(headers, (list, tuple)) and not headers):
             header_tuple = _check_headers(headers)  # the common empty list costs nothing
@@ -189,9 +189,9 @@ class EmbeddedLog:
             try:
                 for key, value in records:
                     if value is not None and not isinstance(value, bytes):
-                        raise ConfigError(f"value={value!r} is not valid; expected bytes or None")
+                        raise ConfigError(_not_bytes("value", value))
                     if key is not None and not isinstance(key, bytes):
-                        raise ConfigError(f"key={key!r} is not valid; expected bytes or None")
+                        raise ConfigError(_not_bytes("key", key))
                     part = self._route(topic, key, None)
                     kept += self._appender.append(part, key, value, (), timestamp, None) >= 0
                     touched.add(part)
@@ -396,7 +396,8 @@ class EmbeddedLog:
 
 
 def _not_bytes(name: str, data: object) -> str:
-    return f"{name}={data!r:.60} is not valid; expected bytes or None"
+    """The error of a ``value`` or ``key`` that is neither bytes nor None."""
+    return f"{name}={data!r} is not valid; expected bytes or None"
 
 
 def _check_headers(headers: Iterable[tuple[str, bytes | None]]) -> tuple[Header, ...]:
