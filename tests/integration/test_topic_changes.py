@@ -218,7 +218,18 @@ def test_added_partitions_are_consumed_within_seconds_while_waiting_for_topics(
         admin = admin_client(kafka_bootstrap)
         for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
             future.result(30)
-        produce(kafka_bootstrap, topic, [(f"k{i}", "v") for i in range(30)])
+        # A producer created right after create_partitions may still read one partition
+        # from the broker's metadata and put every record into partition 0; the bound is on
+        # the consumer noticing, so first make sure the new partitions hold records.
+        placed: set[int] = set()
+        for _ in range(50):
+            placed |= {
+                p for p, _ in produce(kafka_bootstrap, topic, [(f"k{i}", "v") for i in range(30)])
+            }
+            if placed == {0, 1, 2}:
+                break
+            time.sleep(0.2)
+        assert placed == {0, 1, 2}, f"records landed only in partitions {sorted(placed)}"
         took = wait_for(
             lambda: {p for _, p, _ in run.handled} == {0, 1, 2},
             NOTICED_S,
