@@ -5,11 +5,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from laneway.engines.base import Completions, InFlight
+from laneway.engines.claims import (
+    GIVE_BACK_AFTER,
+    Claim,
+    HandlerCost,
+    steal_claimed,
+    take_back,
+)
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.options import Ordering
@@ -19,6 +27,9 @@ T = TypeVar("T")
 
 CALL_TIMEOUT = 30.0
 """Seconds the control thread waits for the loop thread to run a cancel or a start-up step."""
+IDLE_CHECK = 0.1
+"""Seconds between looks for slow claims while nothing runs (``GIVE_BACK_AFTER`` while
+something does)."""
 
 
 class AsyncEngine:
@@ -28,7 +39,10 @@ class AsyncEngine:
     worker coroutines claim lane runs from a :class:`LaneScheduler` owned by the loop and
     ``await`` the handler on each message in turn. There is no task, future or queue
     round trip per message, which is what lets trivial handlers reach hundreds of
-    thousands of messages a second.
+    thousands of messages a second. While handlers are quick a worker claims the runs of
+    several lanes at once (see :mod:`laneway.engines.claims`); a claim still running
+    after ``GIVE_BACK_AFTER`` seconds gives its unstarted messages back, so a slow key
+    never holds up the others.
 
     The loop is the caller's when the consumer runs under ``run_async`` (handlers can
     share the application's clients), otherwise a private loop from ``loop_factory`` on
@@ -58,7 +72,10 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._idle: deque[asyncio.Future[None]] = deque()
-        self._runs: dict[int, deque[Message]] = {}
+        self._claims: dict[int, Claim] = {}
+        """What each working coroutine claimed (its run is what it has not started)."""
+        self._cost = HandlerCost(max_run)
+        self._watcher: asyncio.Task[None] | None = None
         self._slots = [InFlight() for _ in range(concurrency)]
         self._executing = 0
         self._closing = False
@@ -101,9 +118,13 @@ class AsyncEngine:
         wanted = set(partitions)
 
         def cancel_in_loop() -> list[Message]:
-            dropped = self._scheduler.cancel(wanted)
-            for run in self._runs.values():
-                dropped.extend(steal(run, wanted, self._scheduler))
+            scheduler = self._scheduler
+            dropped = scheduler.cancel(wanted)
+            for claim in self._claims.values():
+                if scheduler.ordered:
+                    dropped.extend(steal_claimed(claim, wanted, scheduler))
+                else:
+                    dropped.extend(steal(claim.run, wanted, scheduler))
             self._wake(self._scheduler.ready_lanes())
             return dropped
 
@@ -164,6 +185,8 @@ class AsyncEngine:
         work = self._work if self._invoker.batch_size is None else self._work_batches
         for index in range(self._concurrency):
             self._workers.append(self._loop.create_task(work(index), name=f"laneway-async-{index}"))
+        if self._invoker.batch_size is None and self._scheduler.ordered:
+            self._watcher = self._loop.create_task(self._watch(), name="laneway-async-watch")
 
     def _feed(self, messages: list[Message]) -> None:
         self._scheduler.add(messages)
@@ -184,37 +207,52 @@ class AsyncEngine:
     async def _work(self, index: int) -> None:
         assert self._loop is not None
         loop = self._loop
-        scheduler = self._scheduler
+        scheduler, cost = self._scheduler, self._cost
         completions = self._completions
         while not self._closing:
-            claim = scheduler.claim()
-            if claim is None and not scheduler.ordered:
-                stolen = steal_half(self._runs.values())
-                claim = (UNORDERED_LANE, stolen) if stolen else None
-            if claim is None:
+            claimed = scheduler.claim_lanes(cost.claim_size())
+            if not claimed and not scheduler.ordered:
+                stolen = steal_half(claim.run for claim in self._claims.values())
+                claimed = [(UNORDERED_LANE, stolen)] if stolen else []
+            if not claimed:
                 future: asyncio.Future[None] = loop.create_future()
                 self._idle.append(future)
                 await future
                 continue
             if scheduler.has_ready():
                 self._wake(1)
-            lane, batch = claim
-            run = deque(batch)
-            self._runs[index] = run
+            claim = self._claims[index] = Claim(claimed, time.monotonic())
             self._executing += 1
             try:
-                await self._invoker.run_async(run, completions, self._slots[index])
+                await self._invoker.run_async(claim.run, completions, self._slots[index])
             finally:
+                cost.record(time.monotonic() - claim.started, claim.ran())
                 self._executing -= 1
                 if not self._executing:
                     completions.wake()  # a drain waits for in_flight == 0
-                del self._runs[index]
-                scheduler.release(lane)
+                del self._claims[index]
+                scheduler.release_all(claim.lanes)
+
+    async def _watch(self) -> None:
+        """Give back the unstarted lanes of claims running ``GIVE_BACK_AFTER`` seconds or
+        more (a slow message holds up only its own lane), and wake workers for them."""
+        while not self._closing:
+            await asyncio.sleep(GIVE_BACK_AFTER if self._executing else IDLE_CHECK)
+            now = time.monotonic()
+            returned = 0
+            for claim in self._claims.values():
+                if len(claim.lanes) > 1 and claim.run and now - claim.started >= GIVE_BACK_AFTER:
+                    returned += take_back(claim, self._scheduler)
+            if returned:
+                self._wake(self._scheduler.ready_lanes())
 
     async def _shutdown(self, timeout: float) -> None:
         self._closing = True
-        for run in self._runs.values():
-            run.clear()
+        for claim in self._claims.values():
+            claim.run.clear()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
         self._wake(len(self._idle))
         if self._workers:
             _, pending = await asyncio.wait(self._workers, timeout=timeout)

@@ -122,6 +122,25 @@ class LaneScheduler:
         self.queued -= len(run)
         return lane, run
 
+    def claim_lanes(self, most: int) -> list[tuple[Hashable, list[Message]]]:
+        """Claim the runs of ready lanes, one lane after another, until they hold ``most``
+        messages or no lane is ready (the first lane's run is taken whole, up to
+        ``max_run``); empty if nothing can run now. Unordered: one run, as :meth:`claim`."""
+        first = self.claim()
+        if first is None:
+            return []
+        claimed = [first]
+        if self._lane_of is None:
+            return claimed
+        taken = len(first[1])
+        while taken < most:
+            more = self.claim()
+            if more is None:
+                break
+            claimed.append(more)
+            taken += len(more[1])
+        return claimed
+
     def ready_messages(self, enough: int) -> int:
         """Messages a claim could take now, counted up to ``enough`` (a batch's size)."""
         if self._lane_of is None:
@@ -163,6 +182,30 @@ class LaneScheduler:
             lanes.append(lane)
         self.queued -= len(batch)
         return lanes, batch
+
+    def lane(self, message: Message) -> Hashable:
+        """The lane of ``message`` (ordered modes; :data:`UNORDERED_LANE` otherwise)."""
+        lane_of = self._lane_of
+        return UNORDERED_LANE if lane_of is None else lane_of(message)
+
+    def put_back(self, messages: list[Message]) -> None:
+        """Return unstarted messages of claimed lanes to the front of their lanes, ahead of
+        anything queued since, each lane's in offset order (ordered modes; unordered, they
+        are simply queued again). Their lanes stay busy until released."""
+        self.queued += len(messages)
+        lane_of = self._lane_of
+        if lane_of is None:
+            self._unordered.extendleft(reversed(messages))
+            return
+        by_lane: dict[Hashable, list[Message]] = {}
+        for message in messages:
+            by_lane.setdefault(lane_of(message), []).append(message)
+        lanes = self._lanes
+        for lane, returned in by_lane.items():
+            queue = lanes.get(lane)
+            if queue is None:
+                lanes[lane] = queue = deque()
+            queue.extendleft(reversed(returned))
 
     def release_all(self, lanes: list[Hashable]) -> None:
         """The batch claimed for ``lanes`` is done."""

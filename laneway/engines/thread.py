@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions, InFlight
+from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
 from laneway.options import Ordering
@@ -22,10 +22,6 @@ STALL_CHECK = 0.005
 inside long handler calls): then one more thread is woken."""
 IDLE_CHECK = 0.1
 """Seconds between those checks while nothing is queued or running."""
-COST_SAMPLES = 16
-"""Recent runs whose seconds per message estimate the handler cost: their lower quartile,
-because a run that was preempted, or queued for the GIL behind many threads, can take a
-thousand times its usual time (an average would then wake ever more threads)."""
 
 
 def threads_to_wake(queued: int, ready: int, running: int, idle: int, cost: float | None) -> int:
@@ -46,8 +42,10 @@ class ThreadEngine:
     Each idle thread claims a *run* (consecutive messages of one lane, see
     :class:`~laneway.engines.lanes.LaneScheduler`) under one lock, runs it without
     the lock, and reports the whole run at once, so the lock is taken per run, not per
-    message. Use it for handlers that block on I/O with libraries that have no asyncio
-    API (database drivers, HTTP clients, file systems). Tuning: ``concurrency`` should
+    message. While handlers are quick one claim takes the runs of several lanes, about
+    1 ms of work (see :mod:`laneway.engines.claims`): with many keys a lane's run is a
+    message or two. Use it for handlers that block on I/O with libraries that have no
+    asyncio API (database drivers, HTTP clients, file systems). Tuning: ``concurrency`` should
     cover the I/O you want overlapped (about throughput x latency); with
     ``ordering="key"`` more threads than busy keys buy nothing. For pure CPU work use the
     process engine: threads share the GIL.
@@ -61,7 +59,8 @@ class ThreadEngine:
     lanes, to run a dozen messages each, spent more time handing the GIL around than
     running handlers: 12-17% of the trivial Kafka benchmark). A watcher wakes one more
     thread whenever lanes are ready but no thread has claimed one for ``STALL_CHECK``
-    seconds, so a slow key never holds up the others.
+    seconds, and gives back the unstarted lanes of a claim running longer than that, so
+    a slow key never holds up the others.
     """
 
     def __init__(
@@ -79,12 +78,12 @@ class ThreadEngine:
         self._scheduler = LaneScheduler(ordering, concurrency, max_run)
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
-        self._runs: dict[int, deque[Message]] = {}
+        self._claims: dict[int, Claim] = {}
+        """What each working thread claimed (its run is what it has not started)."""
         self._slots = [InFlight() for _ in range(concurrency)]
         self._started = False
         self._executing = 0
-        self._cost: float | None = None
-        self._costs: deque[float] = deque(maxlen=COST_SAMPLES)
+        self._cost = HandlerCost(max_run)
         self._last_claim = 0.0
         self._completions = Completions()
 
@@ -115,9 +114,13 @@ class ThreadEngine:
     def cancel(self, partitions: Collection[PartitionId]) -> list[Message]:
         wanted = set(partitions)
         with self._cond:
-            dropped = self._scheduler.cancel(wanted)
-            for run in self._runs.values():
-                dropped.extend(steal(run, wanted, self._scheduler))
+            scheduler = self._scheduler
+            dropped = scheduler.cancel(wanted)
+            for claim in self._claims.values():
+                if scheduler.ordered:
+                    dropped.extend(steal_claimed(claim, wanted, scheduler))
+                else:
+                    dropped.extend(steal(claim.run, wanted, scheduler))
             self._cond.notify(self._scheduler.ready_lanes())
         return dropped
 
@@ -135,8 +138,8 @@ class ThreadEngine:
     def close(self, timeout: float) -> None:
         with self._cond:
             self._closed.set()
-            for run in self._runs.values():
-                run.clear()
+            for claim in self._claims.values():
+                claim.run.clear()
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
@@ -153,7 +156,7 @@ class ThreadEngine:
             scheduler.ready_lanes(),
             self._executing,
             self._concurrency - self._executing,
-            self._cost,
+            self._cost.low,
         )
 
     def _watch(self) -> None:
@@ -161,50 +164,54 @@ class ThreadEngine:
             STALL_CHECK if self._executing or self._scheduler.queued else IDLE_CHECK
         ):
             with self._cond:
-                stalled = time.monotonic() - self._last_claim >= STALL_CHECK
+                now = time.monotonic()
+                if self._scheduler.ordered:
+                    self._take_back_slow_claims(now)
+                stalled = now - self._last_claim >= STALL_CHECK
                 if stalled and self._scheduler.has_ready():
                     self._cond.notify()
 
+    def _take_back_slow_claims(self, now: float) -> None:
+        """Give back the unstarted lanes of claims running ``STALL_CHECK`` seconds or more
+        (a slow message holds up only its own lane); wake threads for them."""
+        returned = 0
+        for claim in self._claims.values():
+            if len(claim.lanes) > 1 and claim.run and now - claim.started >= STALL_CHECK:
+                returned += take_back(claim, self._scheduler)
+        if returned:
+            self._cond.notify(self._scheduler.ready_lanes())
+
     def _work(self, index: int) -> None:
-        lane: Hashable | None = None
-        run: deque[Message] = deque()
-        cond = self._cond
-        scheduler = self._scheduler
-        started = 0.0
-        size = 0
+        claim: Claim | None = None
+        cond, scheduler, cost = self._cond, self._scheduler, self._cost
+        slot = self._slots[index]
         while True:
             with cond:
-                if lane is not None:
-                    costs = self._costs
-                    costs.append((time.monotonic() - started) / size)
-                    self._cost = sorted(costs)[len(costs) // 4]
-                    scheduler.release(lane)
+                if claim is not None:
+                    cost.record(time.monotonic() - claim.started, claim.ran())
+                    scheduler.release_all(claim.lanes)
                     self._executing -= 1
                     if not self._executing:
                         self._completions.wake()  # a drain waits for in_flight == 0
-                    del self._runs[index]
-                    lane = None
+                    del self._claims[index]
                 while True:
                     if self._closed.is_set():
                         return
-                    claim = scheduler.claim()
-                    if claim is not None:
+                    claimed = scheduler.claim_lanes(cost.claim_size())
+                    if claimed:
                         break
                     if not scheduler.ordered:
-                        stolen = steal_half(self._runs.values())
+                        stolen = steal_half(claim.run for claim in self._claims.values())
                         if stolen:
-                            claim = UNORDERED_LANE, stolen
+                            claimed = [(UNORDERED_LANE, stolen)]
                             break
                     cond.wait()
-                lane, batch = claim
-                run = deque(batch)
-                size = max(1, len(batch))
-                self._runs[index] = run
+                now = self._last_claim = time.monotonic()
+                claim = self._claims[index] = Claim(claimed, now)
                 self._executing += 1
-                started = self._last_claim = time.monotonic()
                 if self._threads_to_wake():
                     cond.notify()  # e.g. a lane made ready again by a release
-            self._invoker.run(run, self._closed, self._completions, self._slots[index])
+            self._invoker.run(claim.run, self._closed, self._completions, slot)
 
     def _work_batches(self, index: int) -> None:
         """A worker of a batch handler: claims batches across lanes (see
