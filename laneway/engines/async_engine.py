@@ -16,10 +16,10 @@ from laneway.engines.claims import (
     Claim,
     HandlerCost,
     steal_claimed,
-    take_back,
+    take_back_slow,
 )
 from laneway.engines.invoker import Invoker
-from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
+from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.options import Ordering
 from laneway.types import Message, PartitionId
 
@@ -120,11 +120,7 @@ class AsyncEngine:
         def cancel_in_loop() -> list[Message]:
             scheduler = self._scheduler
             dropped = scheduler.cancel(wanted)
-            for claim in self._claims.values():
-                if scheduler.ordered:
-                    dropped.extend(steal_claimed(claim, wanted, scheduler))
-                else:
-                    dropped.extend(steal(claim.run, wanted, scheduler))
+            dropped += steal_claimed(self._claims.values(), wanted, scheduler)
             self._wake(self._scheduler.ready_lanes())
             return dropped
 
@@ -238,13 +234,9 @@ class AsyncEngine:
         more (a slow message holds up only its own lane), and wake workers for them."""
         while not self._closing:
             await asyncio.sleep(GIVE_BACK_AFTER if self._executing else IDLE_CHECK)
-            now = time.monotonic()
-            returned = 0
-            for claim in self._claims.values():
-                if len(claim.lanes) > 1 and claim.run and now - claim.started >= GIVE_BACK_AFTER:
-                    returned += take_back(claim, self._scheduler)
-            if returned:
-                self._wake(self._scheduler.ready_lanes())
+            scheduler = self._scheduler
+            if take_back_slow(self._claims.values(), scheduler, time.monotonic()):
+                self._wake(scheduler.ready_lanes())
 
     async def _shutdown(self, timeout: float) -> None:
         self._closing = True

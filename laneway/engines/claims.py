@@ -20,9 +20,9 @@ lane of the claim is released except the one whose message the worker may be run
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Iterable
 
-from laneway.engines.lanes import LaneScheduler
+from laneway.engines.lanes import LaneScheduler, steal, unstarted
 from laneway.types import Message, PartitionId
 
 WORK_PER_CLAIM = 0.001
@@ -70,31 +70,42 @@ class HandlerCost:
 
 
 class Claim:
-    """The runs of the lanes one thread claimed at once, consumed as one :attr:`run`."""
+    """The runs of the lanes one worker claimed at once, consumed as one :attr:`run`."""
 
     __slots__ = ("lanes", "messages", "returned", "run", "started")
 
     def __init__(self, claimed: list[tuple[Hashable, list[Message]]], now: float) -> None:
         self.lanes = [lane for lane, _ in claimed]
-        """The lanes this claim holds busy (its thread releases them when done)."""
+        """The lanes this claim holds busy (its worker releases them when done)."""
         self.messages = claimed[0][1] if len(claimed) == 1 else [m for _, r in claimed for m in r]
-        """Every message claimed, in the order the thread runs them."""
+        """Every message claimed, in the order the worker runs them."""
         self.run = deque(self.messages)
         self.started = now
         self.returned = 0
         """Messages taken out of :attr:`run` unstarted (given back, or revoked)."""
 
     def ran(self) -> int:
-        """Messages its thread took from :attr:`run` (so far)."""
+        """Messages its worker took from :attr:`run` (so far)."""
         return len(self.messages) - self.returned - len(self.run)
+
+
+def take_back_slow(claims: Iterable[Claim], scheduler: LaneScheduler, now: float) -> int:
+    """:func:`take_back` from every claim of several lanes that has unstarted messages and
+    has run ``GIVE_BACK_AFTER`` seconds or more by ``now``; how many messages went back.
+    Call from the engine's watcher, with its lock held, in an ordered mode."""
+    returned = 0
+    for claim in claims:
+        if len(claim.lanes) > 1 and claim.run and now - claim.started >= GIVE_BACK_AFTER:
+            returned += take_back(claim, scheduler)
+    return returned
 
 
 def take_back(claim: Claim, scheduler: LaneScheduler) -> int:
     """Give the unstarted messages of ``claim`` back to ``scheduler``: at the front of
-    their lanes, which are released, all but the lane of the message the claim's thread
+    their lanes, which are released, all but the lane of the message the claim's worker
     may be running (it releases that one). Returns how many messages went back. Call with
     the engine's lock held, on an ordered claim of several lanes."""
-    returned = _pop_all(claim.run)
+    returned = unstarted(claim.run)
     if not returned:
         return 0
     in_hand = len(claim.messages) - len(returned) - 1
@@ -107,35 +118,24 @@ def take_back(claim: Claim, scheduler: LaneScheduler) -> int:
 
 
 def steal_claimed(
-    claim: Claim, partitions: Collection[PartitionId], scheduler: LaneScheduler
+    claims: Iterable[Claim], partitions: Collection[PartitionId], scheduler: LaneScheduler
 ) -> list[Message]:
-    """Take the unstarted messages of ``partitions`` out of ``claim`` (a revocation); the
-    others go back to the front of their lanes, which stay busy until the claim's thread
-    releases them. Call with the engine's lock held, on an ordered claim."""
-    run = claim.run
-    if len(claim.lanes) == 1:  # one lane, one partition: all or nothing
-        try:
-            head = run[0]
-        except IndexError:
-            return []
-        if (head.topic, head.partition) not in partitions:
-            return []
-    taken = _pop_all(run)
-    claim.returned += len(taken)
-    wanted = [m for m in taken if (m.topic, m.partition) in partitions]
-    if len(wanted) < len(taken):
-        scheduler.put_back([m for m in taken if (m.topic, m.partition) not in partitions])
-    return wanted
-
-
-def _pop_all(run: deque[Message]) -> list[Message]:
-    """The messages of ``run`` its thread has not started, in order: popped from the right
-    while the thread pops from the left (both atomic), so each goes to exactly one side."""
-    taken: list[Message] = []
-    while True:
-        try:
-            taken.append(run.pop())
-        except IndexError:
-            break
-    taken.reverse()
-    return taken
+    """Take the unstarted messages of ``partitions`` out of ``claims`` (a revocation). A
+    claim of one lane, or an unordered one, goes as :func:`~laneway.engines.lanes.steal`
+    takes a run; from a claim of several lanes the others go back to the front of their
+    lanes, which stay busy until the claim's worker releases them. Call with the engine's
+    lock held (thread) or on its loop (async)."""
+    stolen: list[Message] = []
+    for claim in claims:
+        if len(claim.lanes) == 1 or not scheduler.ordered:
+            taken = steal(claim.run, partitions, scheduler)
+            claim.returned += len(taken)
+            stolen += taken
+            continue
+        taken = unstarted(claim.run)
+        claim.returned += len(taken)
+        wanted = [m for m in taken if (m.topic, m.partition) in partitions]
+        if len(wanted) < len(taken):
+            scheduler.put_back([m for m in taken if (m.topic, m.partition) not in partitions])
+        stolen += wanted
+    return stolen

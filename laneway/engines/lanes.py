@@ -190,13 +190,11 @@ class LaneScheduler:
 
     def put_back(self, messages: list[Message]) -> None:
         """Return unstarted messages of claimed lanes to the front of their lanes, ahead of
-        anything queued since, each lane's in offset order (ordered modes; unordered, they
-        are simply queued again). Their lanes stay busy until released."""
-        self.queued += len(messages)
+        anything queued since, each lane's in offset order (ordered modes only). Their
+        lanes stay busy until released."""
         lane_of = self._lane_of
-        if lane_of is None:
-            self._unordered.extendleft(reversed(messages))
-            return
+        assert lane_of is not None, "unordered runs go back with add()"
+        self.queued += len(messages)
         by_lane: dict[Hashable, list[Message]] = {}
         for message in messages:
             by_lane.setdefault(lane_of(message), []).append(message)
@@ -265,17 +263,26 @@ def steal(
         return []
     if scheduler.ordered and (head.topic, head.partition) not in partitions:
         return []
-    stolen: list[Message] = []
-    while True:
-        try:
-            stolen.append(run.popleft())
-        except IndexError:
-            break
+    stolen = unstarted(run)
     if scheduler.ordered:
         return stolen
     wanted = [m for m in stolen if (m.topic, m.partition) in partitions]
     scheduler.add([m for m in stolen if (m.topic, m.partition) not in partitions])
     return wanted
+
+
+def unstarted(run: deque[Message]) -> list[Message]:
+    """Empty ``run`` from the right while its worker pops from the left (both atomic), and
+    return what this side took, in order: each message goes to exactly one side, and what
+    the worker took is a prefix of the run, this side's the rest."""
+    taken: list[Message] = []
+    while True:
+        try:
+            taken.append(run.pop())
+        except IndexError:
+            break
+    taken.reverse()
+    return taken
 
 
 def steal_half(runs: Iterable[deque[Message]]) -> list[Message]:

@@ -8,9 +8,9 @@ import time
 from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions, InFlight
-from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back
+from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back_slow
 from laneway.engines.invoker import Invoker
-from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal, steal_half
+from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.options import Ordering
 from laneway.types import Message, PartitionId
 
@@ -59,8 +59,9 @@ class ThreadEngine:
     lanes, to run a dozen messages each, spent more time handing the GIL around than
     running handlers: 12-17% of the trivial Kafka benchmark). A watcher wakes one more
     thread whenever lanes are ready but no thread has claimed one for ``STALL_CHECK``
-    seconds, and gives back the unstarted lanes of a claim running longer than that, so
-    a slow key never holds up the others.
+    seconds, and gives back the unstarted lanes of a claim running longer than
+    :data:`~laneway.engines.claims.GIVE_BACK_AFTER`, so a slow key never holds up the
+    others.
     """
 
     def __init__(
@@ -116,11 +117,7 @@ class ThreadEngine:
         with self._cond:
             scheduler = self._scheduler
             dropped = scheduler.cancel(wanted)
-            for claim in self._claims.values():
-                if scheduler.ordered:
-                    dropped.extend(steal_claimed(claim, wanted, scheduler))
-                else:
-                    dropped.extend(steal(claim.run, wanted, scheduler))
+            dropped += steal_claimed(self._claims.values(), wanted, scheduler)
             self._cond.notify(self._scheduler.ready_lanes())
         return dropped
 
@@ -165,21 +162,12 @@ class ThreadEngine:
         ):
             with self._cond:
                 now = time.monotonic()
-                if self._scheduler.ordered:
-                    self._take_back_slow_claims(now)
+                scheduler = self._scheduler
+                if scheduler.ordered and take_back_slow(self._claims.values(), scheduler, now):
+                    self._cond.notify(scheduler.ready_lanes())
                 stalled = now - self._last_claim >= STALL_CHECK
                 if stalled and self._scheduler.has_ready():
                     self._cond.notify()
-
-    def _take_back_slow_claims(self, now: float) -> None:
-        """Give back the unstarted lanes of claims running ``STALL_CHECK`` seconds or more
-        (a slow message holds up only its own lane); wake threads for them."""
-        returned = 0
-        for claim in self._claims.values():
-            if len(claim.lanes) > 1 and claim.run and now - claim.started >= STALL_CHECK:
-                returned += take_back(claim, self._scheduler)
-        if returned:
-            self._cond.notify(self._scheduler.ready_lanes())
 
     def _work(self, index: int) -> None:
         claim: Claim | None = None

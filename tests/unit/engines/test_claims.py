@@ -102,10 +102,23 @@ def test_a_revocation_takes_its_partitions_out_of_a_claim_and_puts_the_rest_back
     s.add([*keyed("a", "b"), *keyed("c", "d", partition=1)])
     claim = Claim(s.claim_lanes(100), 0.0)
     claim.run.popleft()  # running a
-    revoked = steal_claimed(claim, {("t", 0)}, s)
+    revoked = steal_claimed([claim], {("t", 0)}, s)
     assert keys_of(revoked) == ["b"] and not claim.run
     assert s.claim_lanes(100) == [], "the lanes stay the claim's until it ends"
     s.release_all(claim.lanes)
+    assert sorted(keys_of([m for _, run in s.claim_lanes(100) for m in run])) == ["c", "d"]
+
+
+def test_a_revocation_takes_from_every_claim_and_puts_back_only_what_it_keeps() -> None:
+    s = LaneScheduler(Ordering.KEY, workers=2)
+    s.add([*keyed("a", "b"), *keyed("c", "d", partition=1)])
+    first = Claim(s.claim_lanes(1), 0.0)  # lane a
+    second = Claim(s.claim_lanes(100), 0.0)  # lanes b, c, d
+    revoked = steal_claimed([first, second], {("t", 0)}, s)
+    assert sorted(keys_of(revoked)) == ["a", "b"]
+    assert not first.run and not second.run and s.queued == 2
+    s.release_all(first.lanes)
+    s.release_all(second.lanes)
     assert sorted(keys_of([m for _, run in s.claim_lanes(100) for m in run])) == ["c", "d"]
 
 
@@ -113,7 +126,7 @@ def test_a_revocation_leaves_a_one_lane_claim_of_another_partition_alone() -> No
     s = LaneScheduler(Ordering.KEY, workers=2)
     s.add(keyed("a", "a", partition=1))
     claim = Claim(s.claim_lanes(1), 0.0)
-    assert steal_claimed(claim, {("t", 0)}, s) == [] and len(claim.run) == 2
+    assert steal_claimed([claim], {("t", 0)}, s) == [] and len(claim.run) == 2
 
 
 @settings(max_examples=300, deadline=None)
