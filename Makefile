@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # static tools run from the venv see laneway too (the default mode hides it behind an
 # import hook).
 EDITABLE := --config-settings editable_mode=compat -e
-LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py scripts/generate-docs)
+LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
 
 .PHONY: venv demo test test-jaeger lint docs pythons package kafka-start kafka-stop clean
 
@@ -60,22 +60,25 @@ docs: $(DEV)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The unit and embedded-log tests on the supported Pythons other than the development one
-# (which runs everything in `make test`), side by side, each against the wheel `package`
-# built; see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other. The venv is
-# made from $(PYTHON), so its version is the development one even before the venv exists.
+# (which runs everything in `make test`, on the Python source of its editable install), side
+# by side, each against the compiled wheel `package` built for it; see noxfile.py.
+# `.venv/bin/nox` alone runs all four, one after the other. The venv is made from $(PYTHON),
+# so its version is the development one even before the venv exists.
 OTHER_PYTHONS := $(filter-out $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
 pythons: package
 	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) $(addprefix python-,$(OTHER_PYTHONS))
 
 python-%: $(DEV)
 	@mkdir -p .nox
-	@LANEWAY_WHEEL="$(abspath $(wildcard dist/laneway-*.whl))" $(BIN)/nox --sessions tests-$* \
+	@LANEWAY_WHEEL="$(abspath $(wildcard dist/laneway-*-cp$(subst .,,$*)-*.whl))" $(BIN)/nox --sessions tests-$* \
 		>.nox/tests-$*.log 2>&1 \
 		&& grep -E '[0-9]+ passed' .nox/tests-$*.log | tail -n 1 | sed 's/^/Python $*: /' \
 		|| { tail -n 80 .nox/tests-$*.log; echo "Python $*: failed (log: .nox/tests-$*.log)"; exit 1; }
 
-# sdist and wheel into dist/, each installed into a fresh venv: laneway --version,
-# laneway demo, and (wheel) a user's handler test with the pytest plugin.
+# The sdist and, built from it, a wheel per supported Python with the per-message modules
+# compiled (setup.py) into dist/; the development Python's wheel and the sdist without a C
+# compiler each installed into a fresh venv: laneway --version, laneway demo, which code
+# runs, and (wheel) a user's handler test with the pytest plugin.
 package: $(DEV)
 	scripts/check-package $(BIN)/python
 

@@ -45,12 +45,24 @@ _pyenv_interpreters_first()
 def tests(session: nox.Session) -> None:
     """The unit and embedded-log tests on one Python (extra pytest arguments pass through).
 
-    laneway comes from the wheel named by ``LANEWAY_WHEEL`` (``make pythons`` builds it
-    once, so sessions running side by side never build in the same tree) or else from the
-    checkout. It is reinstalled every time: the version does not change between commits,
-    so pip would otherwise keep a reused environment's old copy.
+    laneway comes from the wheel named by ``LANEWAY_WHEEL`` (``make package`` builds one per
+    Python, so sessions running side by side never build in the same tree) or else from the
+    checkout; either way its per-message modules are compiled (laneway/compiled.py), which
+    the tests check (``LANEWAY_EXPECT_COMPILED``), so these sessions test the compiled code
+    and ``make test``'s editable install the Python source. It is reinstalled every time:
+    the version does not change between commits, so pip would otherwise keep a reused
+    environment's old copy.
     """
     laneway = os.environ.get("LANEWAY_WHEEL") or "."
     session.install("--quiet", f"{laneway}[dev]")
     session.install("--quiet", "--force-reinstall", "--no-deps", laneway)
-    session.run("pytest", "-q", "-p", "no:cacheprovider", "-m", SERVERLESS, *session.posargs)
+    session.run(
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        SERVERLESS,
+        *session.posargs,
+        env={"LANEWAY_EXPECT_COMPILED": "1"},
+    )

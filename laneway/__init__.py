@@ -19,6 +19,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from laneway import compiled as _compiled
+
+# Before anything imports a compiled module: LANEWAY_PURE_PYTHON=1 runs their source.
+_compiled.honour_pure_python()
+
 if TYPE_CHECKING:
     from laneway.config import ConsumerConfig
     from laneway.consumer import Consumer

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+import laneway
+from laneway import compiled
 from laneway.bench.engines.key_spread import UNIFORM, ZIPF, key_indexes, lane_sizes
 from laneway.bench.engines.scenarios import SCENARIOS, Overrides, plan, variants
 from laneway.cli import main
@@ -81,7 +83,10 @@ def test_a_zipf_run_reports_per_variant_rows_and_the_hot_lane_bounds_its_ceiling
     assert result.stdout.startswith("machine: ")
     first_line = result.stdout.splitlines()[0]
     assert "cores" in first_line and "confluent-kafka 2." in first_line, first_line
+    code = "compiled" if compiled.active() else "Python source"
+    assert f"laneway {laneway.__version__} ({code})," in first_line, first_line
     doc = json.loads(json_path.read_text())
+    assert doc["machine"]["laneway_compiled"] is compiled.active()
     rows = {(r["variant"], r["engine"]): r for r in doc["rows"]}
     labels = ["p2 k20 key 0ms", "p2 k20 zipf key 0ms", "p2 k20 key 2ms", "p2 k20 zipf key 2ms"]
     assert set(rows) == {(label, e) for label in labels for e in ("raw", "baseline", "thread")}

@@ -55,6 +55,12 @@ it), unless a frame further out says otherwise; the first rule that matches wins
   ``stopping``, ``codecs``, ``consumer``).
 * *loop bookkeeping* (the bare loop only): recording each message (``raw``, ``workloads``).
 
+The compiled core (:mod:`laneway.compiled`: offset tracking, lanes and claims) has no
+Python frames for py-spy to see, so with it its time counts in the stage of the Python code
+calling it (offset tracking mostly in the control loop's and dispatch's). The machine line
+says which code ran; ``LANEWAY_PURE_PYTHON=1`` runs the Python source and shows every
+stage apart.
+
 Tuning: ``--messages`` sets how many samples a stage gets (a share p from n samples is good
 to about ``sqrt(p / n)``); compare engines within one run, since a shared machine drifts.
 """
@@ -69,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laneway import compiled
 from laneway.bench.engines.cpu_meter import CpuMeter
 from laneway.bench.engines.harness import frozen_heap
 from laneway.bench.engines.pipelines import output_topic
@@ -213,6 +220,8 @@ def _consumer(engine: str, prepared: Prepared, out: str | None, target: Target) 
 def machine(rate: int) -> str:
     """The machine line printed above the table, with the sampler."""
     sampler = f"py-spy {py_spy_version()} at {rate} Hz" if rate else "not sampled"
+    if rate and compiled.active():
+        sampler += " (the compiled core's time counts in its callers' stages)"
     return f"{machine_line()}; {sampler}"
 
 

@@ -65,6 +65,7 @@ import confluent_kafka
 import psutil
 
 import laneway
+from laneway import compiled
 from laneway.bench.engines.analysis import FAIL, check, counted, latency
 from laneway.bench.engines.ceilings import Limits
 from laneway.bench.engines.harness import ERROR, OK, TIMEOUT, Measurement
@@ -198,6 +199,7 @@ def machine() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "laneway": laneway.__version__,
+        "laneway_compiled": compiled.active(),
         "confluent_kafka": _version_of("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
         "uvloop": _version_of("uvloop"),
@@ -207,13 +209,16 @@ def machine() -> dict[str, Any]:
 def machine_line() -> str:
     """The hardware line every report starts with: figures mean little without it, e.g.
     ``machine: 2 cores (2 physical, Intel(R) Xeon(R) ...), 23.5 GiB, load 0.41; CPython
-    3.11.9 on Linux-...; laneway 0.9.0, confluent-kafka 2.16.1 (librdkafka 2.16.0)``."""
+    3.11.9 on Linux-...; laneway 0.9.0 (compiled), confluent-kafka 2.16.1 (librdkafka
+    2.16.0)``, where *compiled* or *Python source* says which code of laneway's per-message
+    path ran (see :mod:`laneway.compiled`)."""
     m = machine()
     loop = f", uvloop {m['uvloop']}" if m.get("uvloop") else ""
+    code = "compiled" if m["laneway_compiled"] else "Python source"
     return (
         f"machine: {m['cores']} cores ({m['physical_cores']} physical, {m['cpu']}), "
         f"{m['memory_gb']} GiB, load {m['load_1m']:.2f}; {m['implementation']} "
-        f"{m['python']} on {m['platform']}; laneway {m['laneway']}, confluent-kafka "
+        f"{m['python']} on {m['platform']}; laneway {m['laneway']} ({code}), confluent-kafka "
         f"{m['confluent_kafka']} (librdkafka {m['librdkafka']}){loop}"
     )
 
