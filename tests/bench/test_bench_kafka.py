@@ -13,8 +13,10 @@ from confluent_kafka.admin import AdminClient
 from kafka_helpers import read_records
 
 from laneway.bench.engines.pipelines import output_topic
+from laneway.bench.engines.raw import consumer_settings
 from laneway.bench.engines.targets import KafkaTarget, backlog
 from laneway.cli import main
+from laneway.sources.kafka.client_config import DEFAULTS
 
 
 @pytest.mark.kafka
@@ -117,3 +119,13 @@ def test_members_share_one_group_and_deliver_everything(kafka_bootstrap: str) ->
     assert report.members[1].loads == [200, 200]
     assert report.members[0].scaling == 1.0 and report.members[1].scaling > 0
     assert report.bare_1 > 0 and report.bare_2 > 0
+
+
+def test_the_bare_loop_fetches_as_laneway_does() -> None:
+    # With librdkafka's 1 s fetch.queue.backoff.ms the bare loop starved and read below
+    # laneway's own sync engine: a ceiling that laneway could pass.
+    settings = consumer_settings("127.0.0.1:9092", "g")
+    for key, value in DEFAULTS.items():
+        assert settings[key] == value, key
+    assert int(str(settings["fetch.queue.backoff.ms"])) < 1000  # librdkafka: 1000
+    assert settings["enable.auto.commit"] is False
