@@ -16,7 +16,6 @@ extensions and is what runs when:
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ BUILDS = {"bdist_wheel", "build", "build_ext", "install"}
 
 def extensions() -> list[Extension]:
     """The mypyc extensions of :data:`SOURCES`, or none (see the module docstring)."""
-    if os.environ.get(COMPILED.PURE_PYTHON) == "1" or not BUILDS.intersection(sys.argv[1:]):
+    if COMPILED.pure_python_requested() or not BUILDS.intersection(sys.argv[1:]):
         return []
     try:
         from mypyc.build import mypycify

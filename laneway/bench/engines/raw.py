@@ -44,7 +44,8 @@ from laneway.bench.engines.recorder import Record
 from laneway.bench.engines.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
 from laneway.sources.embedded.log import EmbeddedLog
-from laneway.sources.kafka.client_config import DEFAULTS as FETCH_TUNING
+from laneway.sources.kafka.client_config import DEFAULT_ASSIGNMENT_STRATEGY
+from laneway.sources.kafka.client_config import DEFAULTS as KAFKA_DEFAULTS
 from laneway.sources.kafka.client_logs import describe_error
 
 BATCH = 2_000
@@ -186,14 +187,14 @@ class EmbeddedRawLoop(RawLoop):
 
 
 def consumer_settings(bootstrap_servers: str, group: str) -> dict[str, object]:
-    """The bare Kafka loop's consumer: fetching as laneway's does, committing nothing."""
+    """The bare Kafka loop's consumer: fetching and assigned as laneway's is (from the
+    earliest offset), committing nothing."""
     return {
-        **FETCH_TUNING,
+        **KAFKA_DEFAULTS,
         "bootstrap.servers": bootstrap_servers,
         "group.id": group,
-        "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "partition.assignment.strategy": "cooperative-sticky",
+        "partition.assignment.strategy": DEFAULT_ASSIGNMENT_STRATEGY,
     }
 
 
