@@ -11,8 +11,10 @@ coordinator restarts too, and a KIP-848 member must carry on with its member epo
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +29,9 @@ from chaos_harness import CONSUMER_GROUP, PROTOCOLS, Progress, wait_until
 from confluent_kafka import KafkaError, Producer
 
 import laneway
+from laneway.sources.base import IgnoreRebalances
+from laneway.sources.share import source as share_source_module
+from laneway.sources.share.acknowledgement import Acknowledgement
 
 pytestmark = pytest.mark.kafka
 
@@ -54,6 +59,10 @@ class PrivateBroker:
             (root / ".kafka").mkdir()
             (root / ".kafka" / "libs").symlink_to(libs)
         self.address = ""
+
+    def pid(self) -> int:
+        """The broker JVM's pid (scripts/kafka keeps it in ``.kafka/pid``)."""
+        return int((self.script.parent.parent / ".kafka" / "pid").read_text().strip())
 
     def run(self, command: str, timeout: float = 900.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -179,3 +188,48 @@ def test_restart_without_a_running_broker_fails_clearly(tmp_path: Path) -> None:
     result = idle.run("restart", timeout=60.0)
     assert (result.returncode, result.stdout) == (1, "")
     assert "no broker running" in result.stderr
+
+
+def test_a_share_member_stops_while_its_broker_does_not_answer(
+    broker: PrivateBroker,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka's share consumer waits in close() for the broker to confirm the last
+    # acknowledgements and the leave: a frozen broker (SIGSTOP: connections open, nothing
+    # answered) must not keep a stopping member alive past laneway's close bound.
+    monkeypatch.setattr(share_source_module, "CLOSE_TIMEOUT_S", 2.0)
+    bootstrap = broker.address
+    topic = kafka_helpers.unique_name("chaos-share")
+    group = kafka_helpers.unique_name("chaos-share-group")
+    kafka_helpers.create_topic(bootstrap, topic, 1)
+    kafka_helpers.produce(bootstrap, topic, [(None, b"%d" % i) for i in range(20)])
+    journal = tmp_path / "journal"
+    source = laneway.KafkaShareSource(
+        bootstrap,
+        group,
+        [topic],
+        crash_journal=journal,
+        group_config={"share.heartbeat.interval.ms": "500"},
+    )
+    source.open(IgnoreRebalances())  # a share group assigns nothing
+    fetched: list[laneway.Message] = []
+    deadline = time.monotonic() + 30.0
+    while not fetched and time.monotonic() < deadline:
+        fetched = source.poll(1_000, 0.2)
+    assert fetched, "the share group delivered nothing"
+    source.acknowledge(fetched, Acknowledgement.ACCEPT)  # to be sent by close()
+    pid = broker.pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="laneway.sources.share.source"):
+            source.close()
+        took = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert "did not close within 2 s" in caplog.text, "close() was not left behind"
+    assert took < 12.0, f"close() held the member {took:.1f} s"
+    assert not list(journal.glob("member-*.journal")), "the crash journal was not closed"
+    source.close()  # idempotent, even after a close left behind

@@ -35,6 +35,7 @@ from laneway.sources.kafka.client_logs import (
 from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import KafkaProducer
 from laneway.sources.share.acknowledgement import Acknowledgement
+from laneway.sources.share.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.share.crash_journal import CrashJournal
 from laneway.sources.share.group import GroupLimits, prepare_group
 from laneway.sources.share.progress import ShareProgress
@@ -306,7 +307,15 @@ class KafkaShareSource:
             if self._stash:
                 self.acknowledge(list(self._stash), Acknowledgement.RELEASE)
                 self._stash.clear()
-            self._consumer.close()
+            if not close_within(self._consumer.close, CLOSE_TIMEOUT_S, "laneway-share-close"):
+                logger.error(
+                    "%s: the share consumer did not close within %.0f s; leaving without it: "
+                    "the broker releases the records this member still holds, and those "
+                    "whose acknowledgement was not sent are delivered again",
+                    self._name,
+                    CLOSE_TIMEOUT_S,
+                )
+                return
             refused = self.refused()  # answers to the last acknowledgements come in close()
             if refused:
                 logger.warning(
