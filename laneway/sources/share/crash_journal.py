@@ -15,7 +15,9 @@ into evidence:
 * a file whose lock is free belongs to a dead process: any member that looks (at start,
   each second, and whenever a fetch brings redelivered records) *adopts* it under the
   directory's lock, counts a death against every record that was still in flight, and
-  records them in the shared ``suspects.json``;
+  records them in the shared ``suspects.json``; a fetch that brings back a record still
+  in flight in a journal whose lock is held waits up to ``DYING_GRACE_S`` for that lock
+  (the broker releases a dying member's records a moment before its lock is freed);
 * :class:`~laneway.sources.share.progress.ShareProgress` runs a suspect alone, with
   nothing else of its member in flight, and a suspect that was running alone when its
   process died is dead-lettered on its next delivery without running.
@@ -41,7 +43,7 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -58,6 +60,10 @@ SUSPECT_TTL_S = 24 * 3600.0
 """Seconds a suspect is remembered without being seen again."""
 MAX_SUSPECTS = 100_000
 """Suspects kept at most (the oldest are forgotten first)."""
+DYING_GRACE_S = 1.0
+"""Seconds a member waits, at most, for the journal lock of a member that may be dying
+(see :meth:`CrashJournal.refresh`); only a fetch with redelivered records waits."""
+DYING_POLL_S = 0.02
 SUSPECTS_FILE = "suspects.json"
 LOCK_FILE = ".lock"
 MEMBER_PREFIX = "member-"
@@ -126,13 +132,26 @@ class CrashJournal:
         """``messages`` are no longer in flight."""
         self._write(SETTLED, messages)
 
-    def refresh(self) -> bool:
+    def refresh(self, delivered_again: Collection[RecordId] = ()) -> bool:
         """Adopt dead members' journals and reload the suspects if they changed; True
-        when there are suspects."""
-        with self._directory_locked():
-            adopted = self._adopt_orphans()
-            if adopted:
-                self._store(self._merge(self._load(), adopted))
+        when there are suspects.
+
+        ``delivered_again``: records a fetch just brought back. While one of them is still
+        in flight in the journal of a member that holds its lock, that member may be
+        dying: the broker releases a member's records as soon as its connections drop,
+        and the kernel closes the journal (freeing the lock) a moment later, in the same
+        exit. So look again, every ``DYING_POLL_S``, for up to ``DYING_GRACE_S``; a member
+        that still holds its lock then is alive (its record lock expired while it ran).
+        """
+        deadline = time.monotonic() + DYING_GRACE_S
+        while True:
+            with self._directory_locked():
+                adopted, held = self._adopt_orphans(delivered_again)
+                if adopted:
+                    self._store(self._merge(self._load(), adopted))
+            if not held or time.monotonic() >= deadline:
+                break
+            time.sleep(DYING_POLL_S)
         self._reload()
         return bool(self.suspects)
 
@@ -165,10 +184,14 @@ class CrashJournal:
         finally:
             os.close(fd)
 
-    def _adopt_orphans(self) -> dict[RecordId, bool]:
+    def _adopt_orphans(
+        self, delivered_again: Collection[RecordId]
+    ) -> tuple[dict[RecordId, bool], bool]:
         """Journals of dead members (their lock is free): the records each left in
-        flight, ``True`` for one that was running alone; the journals are removed."""
+        flight, ``True`` for one that was running alone; the journals are removed. And
+        whether a live member's journal has one of ``delivered_again`` in flight."""
         in_flight: dict[RecordId, bool] = {}
+        held = False
         for path in self.directory.glob(f"{MEMBER_PREFIX}*{MEMBER_SUFFIX}"):
             if path == self._path:
                 continue
@@ -179,8 +202,10 @@ class CrashJournal:
             try:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # its member is alive
+                except BlockingIOError:  # its member is alive, or not quite dead yet
+                    if delivered_again and not held:
+                        held = not _in_flight(path.read_bytes()).keys().isdisjoint(delivered_again)
+                    continue
                 left = _in_flight(path.read_bytes())
                 if left:
                     log.warning(
@@ -193,7 +218,7 @@ class CrashJournal:
                 path.unlink()
             finally:
                 os.close(fd)
-        return in_flight
+        return in_flight, held
 
     def _merge(
         self, stored: dict[RecordId, Suspect], adopted: Mapping[RecordId, bool]

@@ -327,7 +327,7 @@ class ShareProgress:
             for topic, count in Counter(m.topic for m in again).items():
                 self._metrics.increment(Metric.REDELIVERIES, count, (topic,))
         journal = self._journal
-        if journal is not None and journal.refresh():
+        if journal is not None and journal.refresh([_record_id(m) for m in again]):
             suspected = Counter(m.topic for m in messages if _record_id(m) in journal.suspects)
             for topic, count in suspected.items():
                 self._metrics.increment(Metric.CRASH_SUSPECTS, count, (topic,))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,7 @@ from laneway.config import ConsumerConfig
 from laneway.control.backpressure import Backpressure
 from laneway.metrics import Metric
 from laneway.sources.share.acknowledgement import Acknowledgement
-from laneway.sources.share.crash_journal import CrashJournal
+from laneway.sources.share.crash_journal import DYING_GRACE_S, CrashJournal
 from laneway.sources.share.progress import LOCK_MARGIN, ShareProgress
 from laneway.sources.share.source import SHARE_GROUP
 from laneway.types import Failure, Message, PartitionId
@@ -277,6 +278,50 @@ def test_a_live_members_journal_is_not_adopted(tmp_path: Path) -> None:
     assert other.suspects == {}
     alive.close()
     other.close()
+
+
+def test_a_record_delivered_again_waits_for_the_lock_of_its_dying_member(
+    tmp_path: Path,
+) -> None:
+    # The broker releases a dying member's records as its connections drop; its journal's
+    # lock is freed a moment later in the same exit. A record redelivered in between must
+    # still be known as a suspect (else it runs with others, and kills a second member).
+    dying = CrashJournal(tmp_path)
+    dying.open()
+    dying.dispatched(records(range(3)), fresh=True)
+    journal = CrashJournal(tmp_path)
+    journal.open()
+    assert journal.suspects == {}, "its member holds the lock: not adopted yet"
+    group = FakeGroup()
+    share = progress(group, journal)
+    threading.Timer(0.2, os.close, [dying._fd]).start()  # the exit frees the lock
+    batch = group.fetch(records(range(1, 2), delivery=2) + records(range(5, 6)), now=0.0)
+    runnable = share.accept(batch)
+    assert set(journal.suspects) == {("t", 0, 0), ("t", 0, 1), ("t", 0, 2)}
+    assert [m.offset for m in runnable] == [5], "the suspect waits to run alone"
+    assert [m.offset for m in share.settle(runnable, [])] == [1]
+    journal.close()
+
+
+def test_a_record_delivered_again_while_its_member_lives_runs_after_a_grace(
+    tmp_path: Path,
+) -> None:
+    # A live member whose record lock expired still has the record in flight: no death.
+    alive = CrashJournal(tmp_path)
+    alive.open()
+    alive.dispatched(records(range(3)), fresh=True)
+    journal = CrashJournal(tmp_path)
+    journal.open()
+    share = progress(FakeGroup(), journal)
+    started = time.monotonic()
+    runnable = share.accept(FakeGroup().fetch(records(range(1, 2), delivery=2), now=0.0))
+    assert time.monotonic() - started >= DYING_GRACE_S, "it looked again for a grace"
+    assert [m.offset for m in runnable] == [1] and journal.suspects == {}
+    assert sorted(p.name for p in tmp_path.glob("member-*")) == sorted(
+        [alive._path.name, journal._path.name]
+    ), "the live member's journal is left alone"
+    alive.close()
+    journal.close()
 
 
 def test_suspects_run_alone_and_a_record_that_died_alone_is_given_up(tmp_path: Path) -> None:
