@@ -50,7 +50,7 @@ TOOL_VARIABLES = frozenset(
         "LANEWAY_POSTGRES_DSN",
         "LANEWAY_TEST_RECORD_DIR",
         "LANEWAY_DEMO_WORK_MS",
-        "LANEWAY_SHARE_PREVIEW_WARNED",  # laneway.sources.share.source.PREVIEW_WARNED
+        "LANEWAY_SHARE_PREVIEW_WARNED",  # laneway.sources.share.preview_warning.PREVIEW_WARNED
     }
 )
 """Variables of laneway's own scripts and supervisor: never taken for misspelt settings."""

@@ -15,7 +15,7 @@ from types import FrameType
 from laneway.logs import get_logger
 from laneway.service import exits
 from laneway.service.settings import MEMBER_VARIABLE
-from laneway.sources.share.source import PREVIEW_WARNED, preview_warned
+from laneway.sources.share.preview_warning import PREVIEW_WARNED, preview_warned
 
 log = get_logger(__name__)
 

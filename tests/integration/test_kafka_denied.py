@@ -17,12 +17,24 @@ from kafka_helpers import committed_offsets, create_topic, produce, unique_name
 from secured_kafka import SecuredBroker, grant
 from service_runs import SUPPORT, Service
 
-from laneway import AccessDeniedError, Consumer, Health, KafkaSource, Message, Produce
+from laneway import (
+    AccessDeniedError,
+    Consumer,
+    Health,
+    KafkaShareSource,
+    KafkaSource,
+    Message,
+    Produce,
+)
 
 pytestmark = pytest.mark.kafka
 
 USER = "alice"
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+FAST_SHARE_GROUP = {"share.heartbeat.interval.ms": 500}
+SHARE_GROUP_CONFIGS = ("DESCRIBE_CONFIGS", "ALTER_CONFIGS")
+"""What a share member asks of its group before joining: its configs read (the record
+lock), and set (``start_at``, ``group_config``)."""
 DRAIN_TIMEOUT_S = 30.0
 BOUND_S = 8.0
 """The run ends this soon after it starts: the refusal comes within a second of the first
@@ -58,10 +70,23 @@ def group() -> str:
 def denied_run(
     kafka_secured: SecuredBroker, caplog: pytest.LogCaptureFixture
 ) -> Iterator[Callable[..., Denied]]:
-    def run(topic: str, group: str, handler: Callable[..., object], **options: object) -> Denied:
-        source = KafkaSource(
-            kafka_secured.bootstrap, group, [topic], {**kafka_secured.login(USER), **FAST_GROUP}
-        )
+    def run(
+        topic: str,
+        group: str,
+        handler: Callable[..., object],
+        share: bool = False,
+        **options: object,
+    ) -> Denied:
+        login = kafka_secured.login(USER)
+        source: KafkaSource | KafkaShareSource
+        if share:
+            source = KafkaShareSource(
+                kafka_secured.bootstrap, group, [topic], login, crash_journal=False,
+                group_config=FAST_SHARE_GROUP,
+            )  # fmt: skip
+            options.setdefault("ordering", "unordered")
+        else:
+            source = KafkaSource(kafka_secured.bootstrap, group, [topic], {**login, **FAST_GROUP})
         consumer = Consumer(
             source,
             handler,
@@ -245,6 +270,38 @@ def test_a_missing_transactional_id_acl_ends_the_run_naming_it(
         denied,
         f"the cluster denied User:{USER} WRITE on transactional id 'laneway-{group}-",
     )
+
+
+@pytest.mark.parametrize(
+    ("group_acls", "topic_acl", "expected"),
+    [
+        (("READ",), "READ", "DESCRIBE_CONFIGS on group {group!r} (GROUP_AUTHORIZATION_FAILED)"),
+        (SHARE_GROUP_CONFIGS, "READ", "READ on group {group!r} (GROUP_AUTHORIZATION_FAILED)"),
+        (
+            ("READ", *SHARE_GROUP_CONFIGS),
+            "DESCRIBE",
+            "READ on topic {topic!r} (TOPIC_AUTHORIZATION_FAILED)",
+        ),
+    ],
+    ids=["group-configs", "group-read", "topic-read"],
+)
+def test_a_share_member_missing_an_acl_ends_the_run_naming_it(
+    kafka_secured: SecuredBroker,
+    topic: str,
+    group: str,
+    denied_run: Callable[..., Denied],
+    group_acls: tuple[str, ...],
+    topic_acl: str,
+    expected: str,
+) -> None:
+    grant(kafka_secured, USER, "group", group, *group_acls)
+    grant(kafka_secured, USER, "topic", topic, topic_acl)
+
+    denied = denied_run(topic, group, lambda m: None, share=True)
+
+    denial = expected.format(group=group, topic=topic)
+    reported_once(denied, f"the cluster denied User:{USER} {denial}: grant User:{USER} ")
+    assert "kafka-acls --add --allow-principal" in str(denied.error)
 
 
 def test_laneway_run_exits_denied_for_a_missing_group_acl(

@@ -1,5 +1,6 @@
 """Topics that change under a running KafkaSource consumer, on the real broker: created
-while it waits, deleted while it consumes, given more partitions.
+while it waits, deleted while it consumes, given more partitions; and under a share group
+member (KafkaShareSource), which owns no partition but must say what it waits for.
 
 Before: a deleted topic's partitions stayed owned and every timed commit failed with a
 WARNING (one a second); a consumer waiting for a topic looked ready and noticed it only
@@ -24,19 +25,33 @@ from laneway.errors import UnknownTopicError
 pytestmark = pytest.mark.kafka
 
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+FAST_SHARE_GROUP = {"share.heartbeat.interval.ms": 500}
 SOURCE_LOGGER = "laneway.sources.kafka.source"
 NOTICED_S = 20.0
 """The bound on noticing a topic change: the 5 s metadata refresh of wait_for_topics, a
 rebalance (a few seconds with the cooperative assignor) and room for a busy machine."""
 
 
+Source = laneway.KafkaSource | laneway.KafkaShareSource
+
+
+def share_source(bootstrap: str, topics: list[str], **options: object) -> laneway.KafkaShareSource:
+    return laneway.KafkaShareSource(
+        bootstrap, unique_name("share-g"), topics, crash_journal=False,
+        group_config=FAST_SHARE_GROUP, **options,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 class Run:
     """A consumer running on a thread, recording what it handled."""
 
-    def __init__(self, source: laneway.KafkaSource, work: float = 0.0) -> None:
+    def __init__(self, source: Source, work: float = 0.0) -> None:
         self.handled: list[tuple[str, int, int]] = []
         self.work = work
-        self.consumer = laneway.Consumer(source, self._handle, handle_signals=False)
+        ordering = "unordered" if isinstance(source, laneway.KafkaShareSource) else "key"
+        self.consumer = laneway.Consumer(
+            source, self._handle, ordering=ordering, handle_signals=False
+        )
         self.result: list[laneway.ConsumerStats] = []
         self.error: list[BaseException] = []
         self.thread = threading.Thread(target=self._run)
@@ -66,7 +81,7 @@ class Run:
 
 
 @contextmanager
-def running(source: laneway.KafkaSource, work: float = 0.0) -> Iterator[Run]:
+def running(source: Source, work: float = 0.0) -> Iterator[Run]:
     run = Run(source, work)
     try:
         yield run
@@ -237,3 +252,46 @@ def test_added_partitions_are_consumed_within_seconds_while_waiting_for_topics(
         )
         run.stop()
     print(f"new partitions consumed after {took:.1f} s")
+
+
+def test_a_share_member_goes_on_with_its_other_topic_and_stops_once_every_one_is_deleted(
+    kafka_bootstrap: str,
+) -> None:
+    # Before: a share member whose topics were deleted logged nothing, stayed ready and
+    # idled (librdkafka's share consumer reports no error for a deleted topic).
+    kept, doomed = unique_name("share-kept"), unique_name("share-doomed")
+    for topic in (kept, doomed):
+        create_topic(kafka_bootstrap, topic, partitions=1)
+        produce(kafka_bootstrap, topic, [(None, "v")] * 5)
+    with running(share_source(kafka_bootstrap, [kept, doomed])) as run:
+        wait_for(lambda: len(run.handled) == 10, 30, "both topics consumed")
+        delete_topics(kafka_bootstrap, doomed)
+        wait_for(lambda: not run.consumer.health().ready, NOTICED_S, "not ready when deleted")
+        assert f"does not have topic {doomed!r}" in run.consumer.health().reason
+        produce(kafka_bootstrap, kept, [(None, "more")] * 5)
+        wait_for(lambda: run.count(kept) == 10, 30, "the other topic consumed on")
+        assert run.thread.is_alive()
+        delete_topics(kafka_bootstrap, kept)
+        run.thread.join(NOTICED_S)
+        assert not run.thread.is_alive(), "the run should end when nothing is left to read"
+    [error] = run.error
+    assert isinstance(error, UnknownTopicError)
+    assert repr(kept) in str(error) and repr(doomed) in str(error)
+
+
+def test_a_share_member_waiting_for_its_topic_is_not_ready_until_it_exists(
+    kafka_bootstrap: str,
+) -> None:
+    topic = unique_name("share-later")
+    with running(share_source(kafka_bootstrap, [topic], wait_for_topics=True)) as run:
+        wait_for(lambda: run.consumer.health().state == "running", 30, "the consumer running")
+        health = run.consumer.health()
+        assert not health.ready
+        assert f"does not have topic {topic!r}" in health.reason, health
+
+        create_topic(kafka_bootstrap, topic, partitions=2)
+        produce(kafka_bootstrap, topic, [(None, "v")] * 10)
+        took = wait_for(lambda: run.count(topic) == 10, NOTICED_S, "the new topic consumed")
+        wait_for(lambda: run.consumer.health().ready, 5, "ready once the topic exists")
+        run.stop()
+    print(f"share member: topic created later consumed after {took:.1f} s")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from laneway.sources.share.source import PREVIEW_WARNED
+from laneway.sources.share.preview_warning import PREVIEW_WARNED
 
 SUPPORT = Path(__file__).resolve().parent
 FAST_GROUP = "session.timeout.ms = 6000\nheartbeat.interval.ms = 300\n"

@@ -30,6 +30,11 @@ into what an operator needs:
   exist: a consumer with nothing left to read should say so and stop (``laneway run``
   exits with code 3), not look healthy while idle forever.
 
+A :class:`~laneway.sources.share.source.KafkaShareSource` member watches its topics the
+same way, through its admin client: it owns no partition, so a deleted topic changes its
+readiness and, once every topic is gone, stops it (or makes it wait), and nothing is
+given up or nudged (the broker assigns a share group's records).
+
 Regular-expression subscriptions (``^...``) are not watched: they match whatever exists.
 Every method runs on the source's thread; :attr:`TopicWatch.missing` may be read from any.
 """
@@ -40,10 +45,11 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from laneway.errors import UnknownTopicError
 from laneway.logs import get_logger
+from laneway.sources.kafka.checks import MetadataClient
 from laneway.types import PartitionId
 
 # The source's own logger: these lines are about the KafkaSource, not this helper.
@@ -65,9 +71,13 @@ class TopicWatch:
     """Which of the subscribed ``topics`` the cluster does not have now (see the module
     docs). ``name`` names the source in log lines; ``wait`` is ``wait_for_topics``;
     ``lose`` gives up the owned partitions of deleted topics (the source's
-    :class:`~laneway.sources.kafka.assignment.Assignment`)."""
+    :class:`~laneway.sources.kafka.assignment.Assignment`), ``None`` for a share group
+    member, which owns no partition and whose assignment the broker makes (so it is not
+    nudged either). The client it looks with is a consumer or an admin client."""
 
-    def __init__(self, name: str, topics: Sequence[str], wait: bool, lose: LoseTopics) -> None:
+    def __init__(
+        self, name: str, topics: Sequence[str], wait: bool, lose: LoseTopics | None
+    ) -> None:
         self.missing: tuple[str, ...] = ()
         """The subscribed topics missing now, in subscription order (read from any thread)."""
         self._name = name
@@ -91,7 +101,7 @@ class TopicWatch:
         )
         return f"the cluster does not have topic {names} (not created yet, or deleted); {then}"
 
-    def opened(self, client: Consumer) -> None:
+    def opened(self, client: MetadataClient) -> None:
         """At ``open()`` with ``wait_for_topics``: note the topics that do not exist yet."""
         missing = [t for t, there in self._look(client, self._named).items() if there is False]
         if missing:
@@ -101,6 +111,7 @@ class TopicWatch:
                 ", ".join(repr(t) for t in missing),
             )
             self._set_missing(missing)
+            self._next_check = time.monotonic() + RECHECK_S
 
     def reported(self) -> None:
         """librdkafka reported a subscribed topic unavailable: look at the topics at the
@@ -115,13 +126,14 @@ class TopicWatch:
             self._next_check = 0.0
 
     def assigned(self, topics: Iterable[str]) -> None:
-        """Partitions of ``topics`` were assigned: those topics exist."""
+        """Partitions of ``topics`` were assigned (or records of them arrived): those
+        topics exist."""
         present = set(topics)
         back = [t for t in self.missing if t in present]
         if back:
             self._back(back)
 
-    def before_poll(self, client: Consumer) -> None:
+    def before_poll(self, client: MetadataClient) -> None:
         """Raise the failure of every topic being gone (without ``wait_for_topics``), and
         look at the topics when it is time (every ``WATCH_EVERY_S`` seconds; while some
         are missing, every ``RECHECK_S``)."""
@@ -132,7 +144,7 @@ class TopicWatch:
 
     # -- internals ------------------------------------------------------------------
 
-    def _check(self, client: Consumer, topics: Iterable[str]) -> None:
+    def _check(self, client: MetadataClient, topics: Iterable[str]) -> None:
         found = self._look(client, topics)
         gone = [t for t, there in found.items() if there is False and t not in self.missing]
         back = [t for t, there in found.items() if there is True and t in self.missing]
@@ -140,12 +152,12 @@ class TopicWatch:
             self._back(back)
         if gone:
             self._gone(gone)
-        if gone or back:
+        if (gone or back) and self._lose is not None:
             _nudge(client)
         self._next_check = time.monotonic() + (RECHECK_S if self.missing else WATCH_EVERY_S)
 
     def _gone(self, topics: list[str]) -> None:
-        lost = self._lose(topics)
+        lost = [] if self._lose is None else self._lose(topics)
         self._set_missing([*self.missing, *topics])
         rest = [t for t in self._named if t not in self.missing]
         if rest or self._patterns:
@@ -156,12 +168,15 @@ class TopicWatch:
             then = "no topic is left to consume: stopping"
         for topic in topics:
             partitions = sorted(p for t, p in lost if t == topic)
-            given_up = (
-                f"its partitions {partitions} are given up (their offsets went with the "
-                "topic; handlers still running there are fenced)"
-                if partitions
-                else "this member owned none of its partitions"
-            )
+            if self._lose is None:
+                given_up = "its records went with it"
+            elif partitions:
+                given_up = (
+                    f"its partitions {partitions} are given up (their offsets went with the "
+                    "topic; handlers still running there are fenced)"
+                )
+            else:
+                given_up = "this member owned none of its partitions"
             logger.warning(
                 "%s: topic %r is gone from the cluster (deleted): %s; %s",
                 self._name,
@@ -187,7 +202,7 @@ class TopicWatch:
         wanted = set(topics)
         self.missing = tuple(t for t in self._named if t in wanted)
 
-    def _look(self, client: Consumer, topics: Iterable[str]) -> dict[str, bool | None]:
+    def _look(self, client: MetadataClient, topics: Iterable[str]) -> dict[str, bool | None]:
         """Whether the cluster has each of ``topics`` (left out: it did not say, e.g. the
         request timed out; nothing is concluded from that, and the others are not asked)."""
         found: dict[str, bool | None] = {}
@@ -207,7 +222,7 @@ class TopicWatch:
         return found
 
 
-def _nudge(client: Consumer) -> None:
+def _nudge(client: MetadataClient) -> None:
     """Make librdkafka's group see the topics as they are now: a metadata request for
     every topic is the one its group acts on at once (it rebalances, revoking a deleted
     topic's partitions and assigning those of a topic (re)created), where it would

@@ -29,7 +29,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from laneway.errors import SourceError
 from laneway.logs import get_logger
-from laneway.sources.kafka.client_logs import describe
+from laneway.sources.kafka.client_logs import describe, kafka_error
+from laneway.sources.kafka.denials import Access, Request
 from laneway.sources.share.settings import StartAt
 
 log = get_logger(__name__)
@@ -57,17 +58,21 @@ def prepare_group(
     start_at: StartAt,
     wanted: Mapping[str, str],
     timeout: float,
+    access: Access,
 ) -> GroupLimits:
     """Apply ``start_at`` (see :class:`~laneway.sources.share.settings.StartAt`) and the
     ``wanted`` group configs to ``group``, and return its limits. Raises
-    :class:`SourceError` when a group config cannot be set."""
-    configs = _describe(admin, ConfigResource(ResourceType.GROUP, group), timeout)
+    :class:`SourceError` when a group config cannot be read or set, and
+    :class:`~laneway.errors.AccessDeniedError` naming the ACL when ``access`` (who the
+    client is) lacks DESCRIBE_CONFIGS, or ALTER_CONFIGS for a change, on the group."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    configs = _describe(admin, resource, timeout, access, {"group": ("DESCRIBE_CONFIGS", group)})
     reset = configs.get(RESET, "latest")
     changes = {key: value for key, value in wanted.items() if configs.get(key) != value}
     if start_at is not StartAt.GROUP and reset != start_at.value:
         changes[RESET] = start_at.value
     if changes:
-        _alter(admin, group, changes, timeout)
+        _alter(admin, group, changes, timeout, access)
         configs.update(changes)
         log.info("share group %s: set %s", group, changes)
     if start_at is StartAt.GROUP and reset == "latest":
@@ -76,7 +81,9 @@ def prepare_group(
     return GroupLimits(lock, int(_number(_broker_setting(admin, timeout), DEFAULT_DELIVERY_LIMIT)))
 
 
-def _alter(admin: AdminClient, group: str, changes: Mapping[str, str], timeout: float) -> None:
+def _alter(
+    admin: AdminClient, group: str, changes: Mapping[str, str], timeout: float, access: Access
+) -> None:
     entries = [
         ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
         for key, value in changes.items()
@@ -87,6 +94,7 @@ def _alter(admin: AdminClient, group: str, changes: Mapping[str, str], timeout: 
             timeout
         )
     except KafkaException as error:
+        _raise_refusal(error, access, {"group": ("ALTER_CONFIGS", group)})
         shown = " ".join(f"{key}={value}" for key, value in changes.items())
         hint = " (or set it yourself and pass start_at='group')" if RESET in changes else ""
         raise SourceError(
@@ -96,15 +104,26 @@ def _alter(admin: AdminClient, group: str, changes: Mapping[str, str], timeout: 
         ) from error
 
 
-def _describe(admin: AdminClient, resource: ConfigResource, timeout: float) -> dict[str, str]:
+def _describe(
+    admin: AdminClient, resource: ConfigResource, timeout: float, access: Access, request: Request
+) -> dict[str, str]:
     try:
         found = admin.describe_configs([resource], request_timeout=timeout)[resource]
         entries = found.result(timeout)
     except KafkaException as error:
+        _raise_refusal(error, access, request)
         raise SourceError(
             f"reading the config of {resource.name!r} failed: {describe(error)}"
         ) from error
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def _raise_refusal(error: KafkaException, access: Access, request: Request) -> None:
+    """Raise the AccessDeniedError ``error`` means for ``request``, if it is a refusal."""
+    cause = kafka_error(error)
+    denial = None if cause is None else access.refusal(cause, request)
+    if denial is not None:
+        raise denial from error
 
 
 def _broker_setting(admin: AdminClient, timeout: float) -> str | None:
@@ -112,7 +131,8 @@ def _broker_setting(admin: AdminClient, timeout: float) -> str | None:
     try:
         nodes = admin.describe_cluster(request_timeout=timeout).result(timeout).nodes
         broker = ConfigResource(ResourceType.BROKER, str(nodes[0].id))
-        return _describe(admin, broker, timeout).get(DELIVERY_LIMIT)
+        request = {"cluster": ("DESCRIBE_CONFIGS", "")}
+        return _describe(admin, broker, timeout, Access.unknown(), request).get(DELIVERY_LIMIT)
     except (KafkaException, SourceError, IndexError) as error:
         log.debug("the broker's %s is not readable (%s); assuming 5", DELIVERY_LIMIT, error)
         return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections import Counter, deque
@@ -20,24 +19,26 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from laneway.config import ConsumerConfig
-from laneway.errors import ConfigError, SourceError
+from laneway.errors import AccessDeniedError, ConfigError, SourceError
 from laneway.logs import get_logger
 from laneway.options import Ordering
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import connection_subset
 from laneway.sources.kafka.client_logs import (
-    LIBRDKAFKA_LOGGER,
     client_logging,
     describe,
     describe_error,
 )
+from laneway.sources.kafka.denials import Refusals
 from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import KafkaProducer
+from laneway.sources.kafka.topic_watch import TopicWatch
 from laneway.sources.share.acknowledgement import Acknowledgement
 from laneway.sources.share.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.share.crash_journal import CrashJournal
 from laneway.sources.share.group import GroupLimits, prepare_group
+from laneway.sources.share.preview_warning import install_preview_filter
 from laneway.sources.share.progress import ShareProgress
 from laneway.sources.share.settings import StartAt, build_share_settings
 from laneway.types import Message, PartitionId
@@ -53,8 +54,10 @@ SHARE_GROUP = SourceCapabilities(
     pauses=False,
     redelivers=True,
     events_in_poll=False,
+    waits=True,
 )
-"""Unordered only; no pause (backpressure stops polling); retries by redelivery."""
+"""Unordered only; no pause (backpressure stops polling); retries by redelivery; topics
+to wait for."""
 
 _KINDS = {
     Acknowledgement.ACCEPT: AcknowledgeType.ACCEPT,
@@ -62,42 +65,6 @@ _KINDS = {
     Acknowledgement.REJECT: AcknowledgeType.REJECT,
 }
 _FATAL = KafkaError._FATAL
-
-PREVIEW_WARNED = "LANEWAY_SHARE_PREVIEW_WARNED"
-"""Set (to ``1``) in the environment of the processes ``laneway run --members`` starts once
-its own process logged librdkafka's warning that the share consumer is a Preview, so the
-members do not repeat it: once per process tree (see :func:`preview_warned`). A process
-started with it set never logs the warning."""
-_PREVIEW = 'The share consumer is in "Preview"'
-
-
-class _PreviewOnce(logging.Filter):
-    """Lets librdkafka's Preview warning through once per process (none when the process
-    inherited :data:`PREVIEW_WARNED`); every other line passes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.warned = os.environ.get(PREVIEW_WARNED) == "1"
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if _PREVIEW not in record.getMessage():
-            return True
-        if self.warned:
-            return False
-        self.warned = True
-        return True
-
-
-_PREVIEW_ONCE = _PreviewOnce()
-LIBRDKAFKA_LOGGER.addFilter(_PREVIEW_ONCE)
-
-
-def preview_warned() -> bool:
-    """Whether this process logged the share consumer's Preview warning (or inherited
-    :data:`PREVIEW_WARNED`): a process that starts others passes the variable on to them.
-    The process's own environment is left alone, so an application's other children
-    still warn."""
-    return _PREVIEW_ONCE.warned
 
 
 class KafkaShareSource:
@@ -171,7 +138,11 @@ class KafkaShareSource:
         self._settings = settings
         self._name = f"kafka-share:{settings.bootstrap_servers}/{settings.group}"
         consumer_config = dict(settings.consumer_config)
-        self._errors = client_logging(self._name, consumer_config)
+        install_preview_filter()
+        self._refusals = Refusals(consumer_config, settings.group, settings.topics)
+        self._errors = client_logging(self._name, consumer_config, self._refusals.request)
+        self._watch = TopicWatch(self._name, settings.topics, settings.wait_for_topics, None)
+        self._admin: AdminClient | None = None
         self._connection = connection_subset(consumer_config)
         try:
             self._consumer = ShareConsumer(consumer_config)
@@ -204,6 +175,10 @@ class KafkaShareSource:
     def capabilities(self) -> SourceCapabilities:
         return SHARE_GROUP
 
+    def waiting_for(self) -> str:
+        """Why not ready: the subscribed topics the cluster does not have now, if any."""
+        return self._watch.waiting()
+
     @property
     def limits(self) -> GroupLimits:
         """The group's record lock and delivery limit (read when the source opens)."""
@@ -234,8 +209,12 @@ class KafkaShareSource:
         check_reachable(
             admin, settings.bootstrap_servers, timeout, self._errors, lambda: admin.poll(0)
         )
+        access = self._refusals.access
         if not settings.wait_for_topics:
-            check_topics(admin, settings.topics, timeout)
+            check_topics(admin, settings.topics, timeout, access)
+        else:
+            self._watch.opened(admin)  # the topics it waits for: not ready meanwhile
+        self._admin = admin  # the topic watch's client from now on
         self._limits = prepare_group(
             admin,
             settings.group,
@@ -243,6 +222,7 @@ class KafkaShareSource:
             settings.start_at,
             settings.group_config,
             timeout,
+            access,
         )
         if self._journal is not None:
             try:
@@ -268,16 +248,25 @@ class KafkaShareSource:
             return _take(stash, max_messages)
         if self._unacknowledged:
             return []
+        assert self._admin is not None
+        self._watch.before_poll(self._admin)  # missing topics: looked for again, or fatal
         try:
             batch = self._consumer.poll(timeout)
         except (KafkaException, IllegalStateException) as exc:
+            self._refusals.check(exc)
             raise SourceError(f"{self._name}: poll failed: {describe(exc)}") from exc
+        if self._errors.denied is not None:  # reported to error_cb inside poll()
+            raise AccessDeniedError(str(self._errors.denied))
         if not batch:
             return []
         self._acquired_at = time.monotonic()
         self._acknowledged_since_flush = False
-        messages = messages_of(batch, self._skip_or_raise, count_deliveries=True)
+        messages = messages_of(
+            batch, self._skip_or_raise, count_deliveries=True, refusal=self._refusals.of
+        )
         self._unacknowledged = len(messages)
+        if self._watch.missing:  # records of a topic it waits for: the topic exists now
+            self._watch.assigned({message.topic for message in messages})
         if len(messages) <= max_messages:
             return messages
         stash.extend(messages[max_messages:])
@@ -400,6 +389,8 @@ class KafkaShareSource:
     def _skip_or_raise(self, error: KafkaError) -> None:
         if error.code() == _FATAL or error.fatal():
             raise SourceError(f"{self._name}: fatal consumer error: {describe_error(error)}")
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            self._watch.reported()  # a subscribed topic is missing: look at the next poll
         logger.warning("%s: consumer error (skipped): %s", self._name, describe_error(error))
 
     def _check_usable(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from laneway.errors import ConfigError
 from laneway.service.settings import TOOL_VARIABLES, resolve
-from laneway.sources.share.source import PREVIEW_WARNED
+from laneway.sources.share.preview_warning import PREVIEW_WARNED
 
 
 def toml_file(tmp_path: Path, text: str) -> Path:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from laneway.service.supervisor import Supervisor
-from laneway.sources.share import source as source_module
-from laneway.sources.share.source import PREVIEW_WARNED, _PreviewOnce
+from laneway.sources.share import preview_warning
+from laneway.sources.share.preview_warning import PREVIEW_WARNED, _PreviewOnce
 
 PREVIEW = 'CONFWARN [thrd:app]: The share consumer is in "Preview" and may change'
 
@@ -45,7 +45,7 @@ def test_the_supervisor_passes_the_variable_to_its_members_once_it_warned(
     warned: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(PREVIEW_WARNED, raising=False)
-    monkeypatch.setattr(source_module._PREVIEW_ONCE, "warned", warned)
+    monkeypatch.setattr(preview_warning._PREVIEW_ONCE, "warned", warned)
     seen = tmp_path / "seen"
     member = f"import os; open({str(seen)!r}, 'w').write(str(os.environ.get({PREVIEW_WARNED!r})))"
     supervisor = Supervisor([sys.executable, "-c", member], 1)
