@@ -49,7 +49,8 @@ class Supervisor:
     member within a minute stop the group with exit code 5. SIGTERM and SIGINT are
     forwarded to every member, which drain and commit; a second signal is forwarded
     too (members abort their drain). The supervisor exits 0 once every member stopped
-    cleanly.
+    cleanly, else with the first member's own exit code (7 for a drain that timed out,
+    1 for a member killed by a signal).
     """
 
     def __init__(self, command: Sequence[str], members: int) -> None:
@@ -87,8 +88,7 @@ class Supervisor:
                 ):
                     self._start(member)
             if self._stopping and all(m.process is None for m in self._members):
-                codes = [m.exit_code for m in self._members]
-                return exits.OK if all(code == 0 for code in codes) else exits.FAILED
+                return _group_code([m.exit_code for m in self._members])
             time.sleep(CHECK_EVERY)
 
     def _exited(self, member: _Member, code: int, now: float) -> int | None:
@@ -154,6 +154,18 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     member.process.kill()
                 member.process = None
+
+
+def _group_code(codes: list[int | None]) -> int:
+    """The supervisor's exit code once every member stopped: 0 when each stopped cleanly,
+    else the first member's own code, so an orchestrator sees why (1 for a member that a
+    signal killed, or that never came back from a crash)."""
+    for code in codes:
+        if code:
+            return code if code > 0 else exits.FAILED
+        if code is None:
+            return exits.FAILED
+    return exits.OK
 
 
 _STOPPED_BY_SIGNAL = (-signal.SIGTERM, -signal.SIGINT)

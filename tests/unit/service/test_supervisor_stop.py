@@ -1,6 +1,7 @@
 """The supervisor of ``laneway run --members``: a member that its stop signal reaches
 while still starting (before it set its handlers, so the signal kills it) stopped
-cleanly; a member that fails on the signal is still a failure."""
+cleanly; a member that fails on the signal is still a failure, and the group exits with
+that member's own code."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ SUPERVISE = textwrap.dedent(
 STARTING = "import time; time.sleep(30)"  # no handler: SIGTERM kills it (-15)
 FAILING = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(1)); "
 FAILING += "print('ready', flush=True); time.sleep(30)"
+ABANDONING = FAILING.replace("sys.exit(1)", "sys.exit(7)")  # exits.ABANDONED
 
 
 def _stop_after_start(tmp_path: Path, member: str) -> tuple[int, str]:
@@ -51,3 +53,9 @@ def test_a_member_that_fails_on_the_stop_signal_fails_the_group(tmp_path: Path) 
     code, output = _stop_after_start(tmp_path, FAILING)
     assert output.count("ready") == 2, output
     assert code == 1, output
+
+
+def test_a_member_whose_drain_timed_out_gives_the_group_its_exit_code(tmp_path: Path) -> None:
+    code, output = _stop_after_start(tmp_path, ABANDONING)
+    assert output.count("ready") == 2, output
+    assert code == 7, output
