@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from laneway.metrics import (
@@ -29,6 +30,7 @@ from laneway.metrics import (
     MetricDefinition,
     MetricKind,
 )
+from laneway.observability.bounded_http import BoundedRequest, BoundedServer
 
 LOOPBACK = "127.0.0.1"
 """Where ``/metrics`` listens unless an address is given."""
@@ -110,11 +112,24 @@ class PrometheusMetrics:
             self._histograms[metric].observe(batch, labels)
 
     def serve(self, port: int, address: str = LOOPBACK) -> int:
-        """Serve ``/metrics`` on ``address:port`` from a daemon thread; the port (0 picks
-        a free one). Loopback by default: ``"0.0.0.0"`` or ``"::"`` serves every
-        interface."""
-        server, _ = start_http_server(port, address, registry=self.registry)
-        return int(server.server_port)
+        """Serve ``GET /metrics`` on ``address:port`` from a daemon thread; the port (0
+        picks a free one). Loopback by default: ``"0.0.0.0"`` or ``"::"`` serves every
+        interface. The text format, or OpenMetrics when the scraper's ``Accept`` asks for
+        it. The server is bounded like the health probes'
+        (:mod:`~laneway.observability.bounded_http`): 16 connections, 5 s each."""
+        registry = self.registry
+
+        class Handler(BoundedRequest):
+            def do_GET(self) -> None:
+                if self.path.split("?", 1)[0] != "/metrics":
+                    self.reply(404, "text/plain; charset=utf-8", b"try /metrics\n")
+                    return
+                encode, content_type = choose_encoder(self.headers.get("Accept", ""))
+                self.reply(200, content_type, encode(registry))
+
+        server = BoundedServer((address, port), Handler)
+        threading.Thread(target=server.serve_forever, name="laneway-metrics", daemon=True).start()
+        return server.port
 
 
 def serve_metrics(port: int, address: str = LOOPBACK) -> PrometheusMetrics:

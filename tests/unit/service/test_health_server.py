@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from laneway.health import Health
-from laneway.service.health_server import MAX_REQUEST_BYTES, HealthServer
+from laneway.observability.bounded_http import MAX_REQUEST_BYTES
+from laneway.service.health_server import HealthServer
 from laneway.types import Stall
 
 STALLED = Health(
