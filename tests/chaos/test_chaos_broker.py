@@ -206,13 +206,7 @@ def test_a_share_member_stops_while_its_broker_does_not_answer(
     kafka_helpers.create_topic(bootstrap, topic, 1)
     kafka_helpers.produce(bootstrap, topic, [(None, b"%d" % i) for i in range(20)])
     journal = tmp_path / "journal"
-    source = laneway.KafkaShareSource(
-        bootstrap,
-        group,
-        [topic],
-        crash_journal=journal,
-        group_config={"share.heartbeat.interval.ms": "500"},
-    )
+    source = kafka_helpers.share_source(bootstrap, group, [topic], crash_journal=journal)
     source.open(IgnoreRebalances())  # a share group assigns nothing
     fetched: list[laneway.Message] = []
     deadline = time.monotonic() + 30.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from kafka_helpers import share_source
 from source_contract import OffsetSourceContract, SourceContract
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
@@ -64,10 +65,4 @@ class TestKafkaShareSource(SourceContract):
 
     def source(self, topic: LogTopic, group: str) -> Source:
         assert isinstance(topic, KafkaTopic)
-        return laneway.KafkaShareSource(
-            topic.bootstrap,
-            f"{group}-{topic.name}",
-            [topic.name],
-            group_config={"share.heartbeat.interval.ms": 500},
-            crash_journal=False,
-        )
+        return share_source(topic.bootstrap, f"{group}-{topic.name}", [topic.name])

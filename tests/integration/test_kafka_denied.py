@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from kafka_helpers import committed_offsets, create_topic, produce, unique_name
+from kafka_helpers import committed_offsets, create_topic, produce, share_source, unique_name
 from secured_kafka import SecuredBroker, grant
 from service_runs import SUPPORT, Service
 
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.kafka
 
 USER = "alice"
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
-FAST_SHARE_GROUP = {"share.heartbeat.interval.ms": 500}
 SHARE_GROUP_CONFIGS = ("DESCRIBE_CONFIGS", "ALTER_CONFIGS")
 """What a share member asks of its group before joining: its configs read (the record
 lock), and set (``start_at``, ``group_config``)."""
@@ -80,10 +79,7 @@ def denied_run(
         login = kafka_secured.login(USER)
         source: KafkaSource | KafkaShareSource
         if share:
-            source = KafkaShareSource(
-                kafka_secured.bootstrap, group, [topic], login, crash_journal=False,
-                group_config=FAST_SHARE_GROUP,
-            )  # fmt: skip
+            source = share_source(kafka_secured.bootstrap, group, [topic], login)
             options.setdefault("ordering", "unordered")
         else:
             source = KafkaSource(kafka_secured.bootstrap, group, [topic], {**login, **FAST_GROUP})

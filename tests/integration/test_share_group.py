@@ -23,12 +23,14 @@ import pytest
 import share_handlers
 from checkout import SUPPORT
 from kafka_helpers import (
+    FAST_SHARE_JOIN,
     create_topic,
     partition_ids,
     produce,
     read_records,
     set_share_group_config,
     share_group_config,
+    share_source,
     unique_name,
 )
 from metrics_recorder import Recorder
@@ -41,7 +43,6 @@ from laneway.types import CommitPosition, Message, PartitionId
 
 pytestmark = pytest.mark.kafka
 
-FAST_JOIN = {"share.heartbeat.interval.ms": "500"}
 SMALL_BATCHES = {"batch.num.messages": 50}
 """A share group hands out whole producer batches: small ones spread records over members."""
 WAIT_S = 60.0
@@ -94,19 +95,6 @@ def topic_with(bootstrap: str, partitions: int) -> tuple[str, str]:
     return topic, unique_name("share-group")
 
 
-def share_source(
-    bootstrap: str, group: str, topic: str, **options: object
-) -> laneway.KafkaShareSource:
-    options.setdefault("crash_journal", False)
-    return laneway.KafkaShareSource(
-        bootstrap,
-        group,
-        [topic],
-        group_config=FAST_JOIN,
-        **options,  # type: ignore[arg-type]
-    )
-
-
 def wait_for(processes: list[subprocess.Popen[str]], timeout: float = WAIT_S) -> list[str]:
     outputs = []
     for process in processes:
@@ -146,7 +134,7 @@ def test_members_share_10000_records_and_none_is_lost(
             topic=topic,
             engine="sync",
             idle_timeout=5.0,
-            group_config=FAST_JOIN,
+            group_config=FAST_SHARE_JOIN,
             config={"max.poll.records": 50},
         )
     for process in members:
@@ -169,7 +157,7 @@ def test_members_share_10000_records_and_none_is_lost(
 def test_release_redelivers_and_reject_does_not(kafka_bootstrap: str) -> None:
     topic, group = topic_with(kafka_bootstrap, 1)
     produce(kafka_bootstrap, topic, [(None, b"%d" % i) for i in range(30)])
-    source = share_source(kafka_bootstrap, group, topic)
+    source = share_source(kafka_bootstrap, group, [topic])
     source.open(NoListener())
     try:
         first = poll_some(source)
@@ -207,7 +195,7 @@ def test_a_sigkilled_members_records_are_delivered_again(
     hang = placed[20]
     victim = start_member(
         members, bootstrap=kafka_bootstrap, group=group, topic=topic, engine="thread",
-        idle_timeout=60.0, group_config=FAST_JOIN,
+        idle_timeout=60.0, group_config=FAST_SHARE_JOIN,
     )  # fmt: skip
     deadline = time.monotonic() + WAIT_S
     while not share_handlers.started(record_dir) and time.monotonic() < deadline:
@@ -219,7 +207,7 @@ def test_a_sigkilled_members_records_are_delivered_again(
     before = {(p, o) for p, o, _, _ in share_handlers.handled(record_dir)}
 
     seen: list[Message] = []
-    source = share_source(kafka_bootstrap, group, topic)
+    source = share_source(kafka_bootstrap, group, [topic])
     consumer = laneway.Consumer(source, seen.append, engine="sync", ordering="unordered")
     consumer.run(idle_timeout=3.0)
     again = {(m.partition, m.offset): m.delivery_count for m in seen}
@@ -276,7 +264,7 @@ def run_members(
     handler = share_handlers.handle_async if engine == "async" else share_handlers.handle
     consumers = [
         laneway.Consumer(
-            share_source(bootstrap, group, topic),
+            share_source(bootstrap, group, [topic]),
             handler,
             engine=engine,
             ordering="unordered",
@@ -306,7 +294,7 @@ def test_a_new_group_reads_the_backlog_by_default_and_latest_skips_it_on_request
     produce(kafka_bootstrap, topic, [(None, b"old-%d" % i) for i in range(100)])
     seen: list[Message] = []
     laneway.Consumer(
-        share_source(kafka_bootstrap, group, topic),
+        share_source(kafka_bootstrap, group, [topic]),
         seen.append,
         engine="sync",
         ordering="unordered",
@@ -315,7 +303,7 @@ def test_a_new_group_reads_the_backlog_by_default_and_latest_skips_it_on_request
     assert share_group_config(kafka_bootstrap, group)["share.auto.offset.reset"] == "earliest"
 
     late = unique_name("share-latest")
-    source = share_source(kafka_bootstrap, late, topic, start_at="latest")
+    source = share_source(kafka_bootstrap, late, [topic], start_at="latest")
     source.open(NoListener())
     got: list[Message] = []
     try:
@@ -337,7 +325,7 @@ def test_leaving_the_group_config_at_latest_warns_of_the_skipped_backlog(
     topic, group = topic_with(kafka_bootstrap, 3)
     produce(kafka_bootstrap, topic, [(None, b"%d" % i) for i in range(120)])
     set_share_group_config(kafka_bootstrap, group, {"share.auto.offset.reset": "latest"})
-    source = share_source(kafka_bootstrap, group, topic, start_at="group")
+    source = share_source(kafka_bootstrap, group, [topic], start_at="group")
     with caplog.at_level(logging.WARNING, logger="laneway.sources.share.group"):
         source.open(NoListener())
     source.close()
@@ -360,7 +348,7 @@ def test_a_record_past_its_lock_is_warned_about_and_delivered_again(
 
     source = laneway.KafkaShareSource(
         kafka_bootstrap, group, [topic], crash_journal=False,
-        group_config={**FAST_JOIN, "share.record.lock.duration.ms": "2000"},
+        group_config={**FAST_SHARE_JOIN, "share.record.lock.duration.ms": "2000"},
     )  # fmt: skip
     consumer = laneway.Consumer(
         source, handle, engine="thread", ordering="unordered", commit_interval=0.2
@@ -384,7 +372,7 @@ def test_a_buffer_smaller_than_a_fetch_holds_the_rest_back(kafka_bootstrap: str)
         peak[0] = max(peak[0], consumer.stats().buffered)
 
     consumer = laneway.Consumer(
-        share_source(kafka_bootstrap, group, topic, config={"max.poll.records": 500}),
+        share_source(kafka_bootstrap, group, [topic], config={"max.poll.records": 500}),
         handle,
         engine="thread",
         ordering="unordered",
@@ -400,7 +388,7 @@ def test_a_record_that_kills_its_member_is_dead_lettered_after_two_deaths(
     kafka_bootstrap: str, tmp_path: Path, record_dir: Path
 ) -> None:
     topic, group = topic_with(kafka_bootstrap, 1)  # shared by every member at once
-    set_share_group_config(kafka_bootstrap, group, FAST_JOIN)
+    set_share_group_config(kafka_bootstrap, group, FAST_SHARE_JOIN)
     values = [b"kill" if i == 30 else b"" for i in range(200)]
     placed = produce(kafka_bootstrap, topic, [(None, v) for v in values])
     poison = placed[30]

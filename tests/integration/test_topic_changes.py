@@ -17,7 +17,14 @@ from contextlib import contextmanager
 
 import pytest
 from confluent_kafka.admin import NewPartitions
-from kafka_helpers import admin_client, committed_to_end, create_topic, produce, unique_name
+from kafka_helpers import (
+    admin_client,
+    committed_to_end,
+    create_topic,
+    produce,
+    share_source,
+    unique_name,
+)
 
 import laneway
 from laneway.errors import UnknownTopicError
@@ -25,7 +32,6 @@ from laneway.errors import UnknownTopicError
 pytestmark = pytest.mark.kafka
 
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
-FAST_SHARE_GROUP = {"share.heartbeat.interval.ms": 500}
 SOURCE_LOGGER = "laneway.sources.kafka.source"
 NOTICED_S = 20.0
 """The bound on noticing a topic change: the 5 s metadata refresh of wait_for_topics, a
@@ -33,13 +39,6 @@ rebalance (a few seconds with the cooperative assignor) and room for a busy mach
 
 
 Source = laneway.KafkaSource | laneway.KafkaShareSource
-
-
-def share_source(bootstrap: str, topics: list[str], **options: object) -> laneway.KafkaShareSource:
-    return laneway.KafkaShareSource(
-        bootstrap, unique_name("share-g"), topics, crash_journal=False,
-        group_config=FAST_SHARE_GROUP, **options,  # type: ignore[arg-type]
-    )  # fmt: skip
 
 
 class Run:
@@ -263,7 +262,7 @@ def test_a_share_member_goes_on_with_its_other_topic_and_stops_once_every_one_is
     for topic in (kept, doomed):
         create_topic(kafka_bootstrap, topic, partitions=1)
         produce(kafka_bootstrap, topic, [(None, "v")] * 5)
-    with running(share_source(kafka_bootstrap, [kept, doomed])) as run:
+    with running(share_source(kafka_bootstrap, unique_name("share-g"), [kept, doomed])) as run:
         wait_for(lambda: len(run.handled) == 10, 30, "both topics consumed")
         delete_topics(kafka_bootstrap, doomed)
         wait_for(lambda: not run.consumer.health().ready, NOTICED_S, "not ready when deleted")
@@ -283,7 +282,9 @@ def test_a_share_member_waiting_for_its_topic_is_not_ready_until_it_exists(
     kafka_bootstrap: str,
 ) -> None:
     topic = unique_name("share-later")
-    with running(share_source(kafka_bootstrap, [topic], wait_for_topics=True)) as run:
+    with running(
+        share_source(kafka_bootstrap, unique_name("share-g"), [topic], wait_for_topics=True)
+    ) as run:
         wait_for(lambda: run.consumer.health().state == "running", 30, "the consumer running")
         health = run.consumer.health()
         assert not health.ready

@@ -34,6 +34,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 from confluent_kafka.cimpl import NewTopic
 
+import laneway
+
 KeyOrValue = bytes | str | None
 Headers = list[tuple[str, bytes | None]]
 Record = tuple[KeyOrValue, KeyOrValue] | tuple[KeyOrValue, KeyOrValue, Headers]
@@ -68,6 +70,25 @@ def run_kafka_script(
         timeout=timeout_s,
         check=False,
     )
+
+
+FAST_SHARE_JOIN = {"share.heartbeat.interval.ms": "500"}
+"""Share group configs under which members join in about a second (the broker's default
+heartbeat interval is 5 s)."""
+
+
+def share_source(
+    bootstrap: str,
+    group: str,
+    topics: list[str],
+    config: dict[str, object] | None = None,
+    **options: object,
+) -> laneway.KafkaShareSource:
+    """A share group source for tests: joining fast (``FAST_SHARE_JOIN``) and without a
+    crash journal, unless ``options`` say otherwise."""
+    options.setdefault("group_config", FAST_SHARE_JOIN)
+    options.setdefault("crash_journal", False)
+    return laneway.KafkaShareSource(bootstrap, group, topics, config, **options)  # type: ignore[arg-type]
 
 
 def unique_name(prefix: str) -> str:

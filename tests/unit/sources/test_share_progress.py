@@ -247,6 +247,14 @@ def _dead_member(directory: Path, alone: bool = False) -> None:
     assert child.exitcode == 9
 
 
+def _member_running(directory: Path) -> CrashJournal:
+    """The journal of a member of this process with records 0-2 in flight (its lock held)."""
+    journal = CrashJournal(directory)
+    journal.open()
+    journal.dispatched(records(range(3)), fresh=True)
+    return journal
+
+
 def test_a_dead_members_records_in_flight_become_suspects(tmp_path: Path) -> None:
     _dead_member(tmp_path, alone=True)
     journal = CrashJournal(tmp_path)
@@ -270,9 +278,7 @@ def test_a_dead_members_records_in_flight_become_suspects(tmp_path: Path) -> Non
 
 
 def test_a_live_members_journal_is_not_adopted(tmp_path: Path) -> None:
-    alive = CrashJournal(tmp_path)
-    alive.open()
-    alive.dispatched(records(range(3)), fresh=True)
+    alive = _member_running(tmp_path)
     other = CrashJournal(tmp_path)
     other.open()
     assert other.suspects == {}
@@ -286,9 +292,7 @@ def test_a_record_delivered_again_waits_for_the_lock_of_its_dying_member(
     # The broker releases a dying member's records as its connections drop; its journal's
     # lock is freed a moment later in the same exit. A record redelivered in between must
     # still be known as a suspect (else it runs with others, and kills a second member).
-    dying = CrashJournal(tmp_path)
-    dying.open()
-    dying.dispatched(records(range(3)), fresh=True)
+    dying = _member_running(tmp_path)
     journal = CrashJournal(tmp_path)
     journal.open()
     assert journal.suspects == {}, "its member holds the lock: not adopted yet"
@@ -307,9 +311,7 @@ def test_a_record_delivered_again_while_its_member_lives_runs_after_a_grace(
     tmp_path: Path,
 ) -> None:
     # A live member whose record lock expired still has the record in flight: no death.
-    alive = CrashJournal(tmp_path)
-    alive.open()
-    alive.dispatched(records(range(3)), fresh=True)
+    alive = _member_running(tmp_path)
     journal = CrashJournal(tmp_path)
     journal.open()
     share = progress(FakeGroup(), journal)
