@@ -98,6 +98,12 @@ class KafkaShareSource:
     members on this machine; a path puts it there (a volume that survives a container's
     restart); ``False`` turns it off.
 
+    *Topics, access, stopping*: topics are watched as a
+    :class:`~laneway.sources.kafka.source.KafkaSource`'s are (``wait_for_topics``: see
+    :mod:`laneway.sources.kafka.topic_watch`); a missing ACL raises
+    :class:`~laneway.errors.AccessDeniedError` naming it; :meth:`close` goes on without
+    librdkafka's close after :data:`~laneway.sources.share.bounded_close.CLOSE_TIMEOUT_S`.
+
     ``group_config``: share group configs laneway sets before joining, e.g.
     ``{"share.record.lock.duration.ms": 60000, "share.heartbeat.interval.ms": 1000}``
     (within the broker's ``group.share.min/max.*`` bounds; needs ALTER_CONFIGS on the group).
