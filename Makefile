@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
 
-.PHONY: venv demo test test-jaeger lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-jaeger test-cluster soak lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -40,10 +40,11 @@ demo: $(RUNTIME)
 # Most of that suite waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
 # workers, a file's tests on one of them (11.7 -> 6.1 min here); the `timing` tests, which
 # assert bounds that a busy machine can break, run alone afterwards. The Jaeger round trip
-# (the `jaeger` tests) is `make test-jaeger`, which .ci/run runs after this.
+# (the `jaeger` tests) is `make test-jaeger`, and the three-broker cluster's (the `cluster`
+# tests) `make test-cluster`, which .ci/run runs after this.
 test: lint docs package pythons
 	scripts/with-services kafka postgres -- sh -c \
-		'$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger" && $(BIN)/pytest -q -m timing'
+		'$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger and not cluster" && $(BIN)/pytest -q -m timing'
 
 # laneway run exporting its spans over OTLP to a real Jaeger, read back from its query API
 # (the tests marked `jaeger`, ~20 s on Kafka, PostgreSQL and Jaeger). Apart from `make test`
@@ -53,6 +54,21 @@ test: lint docs package pythons
 # past 15 minutes; later starts take a second.
 test-jaeger: $(DEV)
 	scripts/with-services kafka postgres jaeger -- $(BIN)/pytest -q -m jaeger
+
+# The tests on a three-broker KRaft cluster (`scripts/kafka start --brokers 3`, the tests
+# marked `cluster`): leader failover, a frozen broker, rolling restarts, truncation by an
+# unclean leader election, under both group protocols. Apart from `make test` because three
+# JVMs and their chaos take most of this
+# 2-core machine most of the run: the cluster starts in ~30 s and every scenario waits out
+# Kafka's own failure detection (a broker is fenced 9 s after its last heartbeat).
+test-cluster: $(DEV)
+	scripts/with-services kafka-cluster -- $(BIN)/pytest -q -m cluster
+
+# Thirty minutes on the cluster: a steady producer, laneway run members killed every few
+# minutes and a broker restarted every ten; prints lost (must be 0), duplicates, p99 latency
+# per 5 minutes and each member's RSS over time (see tests/soak/). Not part of any other target.
+soak: $(DEV)
+	scripts/with-services kafka-cluster -- $(BIN)/python -m tests.soak.run
 
 # The documentation site into site/; --strict turns a broken link, anchor or API reference
 # into a failure. Not --quiet: it hides the warnings that --strict would fail on.

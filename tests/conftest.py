@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cluster import KafkaCluster
 from kafka_helpers import run_kafka_script
 from secured_kafka import SecuredBroker, secured_document
 from topics import EmbeddedTopic, KafkaTopic, LogTopic
@@ -23,31 +24,35 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 START_TIMEOUT_S = 900.0
 
 
-def real_service(variable: str, script: Path) -> Iterator[str]:
+def real_service(variable: str, script: Path, arguments: tuple[str, ...] = ()) -> Iterator[str]:
     """The address of a real server: ``variable`` when it is set (the server belongs to
-    whoever set it), else the one ``script`` already runs for this checkout, else one it
-    starts now and stops when the test session ends."""
+    whoever set it), else the one ``script`` (with ``arguments`` after each command)
+    already runs for this checkout, else one it starts now and stops when the test session
+    ends."""
     preset = os.environ.get(variable, "").strip()
     if preset:
         yield preset
         return
-    status = run_kafka_script("status", timeout_s=30.0, script=script)
+    status = run_kafka_script("status", timeout_s=30.0, script=script, arguments=arguments)
     if status.returncode == 0:
         yield status.stdout.strip()
         return
-    started = run_kafka_script("start", timeout_s=START_TIMEOUT_S, script=script)
+    started = run_kafka_script(
+        "start", timeout_s=START_TIMEOUT_S, script=script, arguments=arguments
+    )
     if started.returncode != 0:
         pytest.fail(f"{script} start failed:\n{started.stderr}", pytrace=False)
     try:
         yield started.stdout.strip()
     finally:
-        stopped = run_kafka_script("stop", timeout_s=60.0, script=script)
+        stopped = run_kafka_script("stop", timeout_s=90.0, script=script, arguments=arguments)
         if stopped.returncode != 0:
             sys.stderr.write(f"{script} stop failed:\n{stopped.stderr}")
 
 
 SERVER_MARKERS = {
     "kafka_bootstrap": "kafka",
+    "kafka_cluster": "cluster",
     "postgres_dsn": "postgres",
     "jaeger_endpoints": "jaeger",
 }
@@ -71,6 +76,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
     yield from real_service("LANEWAY_KAFKA_BOOTSTRAP", SCRIPTS / "kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """A real three-broker KRaft cluster on 127.0.0.1 (``scripts/kafka start --brokers 3``),
+    with a broker's kill, freeze, thaw and restart by id; ``LANEWAY_KAFKA_CLUSTER`` names its
+    bootstrap list when it is someone else's (then killing brokers is left to its owner's
+    scripts/kafka, which must be this checkout's)."""
+    for bootstrap in real_service("LANEWAY_KAFKA_CLUSTER", SCRIPTS / "kafka", ("--brokers", "3")):
+        yield KafkaCluster(bootstrap)
 
 
 @pytest.fixture(scope="session")

@@ -187,7 +187,25 @@ def test_restart_without_a_running_broker_fails_clearly(tmp_path: Path) -> None:
     idle = PrivateBroker(tmp_path)
     result = idle.run("restart", timeout=60.0)
     assert (result.returncode, result.stdout) == (1, "")
-    assert "no broker running" in result.stderr
+    assert "no broker was started here" in result.stderr
+
+
+def test_restart_brings_back_a_broker_killed_with_sigkill(broker: PrivateBroker) -> None:
+    # A broker that crashed (kill -9: no pid to stop, storage left as it was) comes back
+    # on its ports with its storage, never formatted afresh.
+    topic = kafka_helpers.unique_name("killed-broker")
+    kafka_helpers.create_topic(broker.address, topic, 2)
+    kafka_helpers.produce(broker.address, topic, [(b"k", f"v{i}".encode()) for i in range(30)])
+    ends = kafka_helpers.end_offsets(broker.address, topic)
+    pid = broker.pid()
+    os.killpg(pid, signal.SIGKILL)
+    assert wait_until(lambda: not Path(f"/proc/{pid}").exists(), 10.0), "the broker outlived -9"
+    restarted = broker.run("restart", timeout=180.0)
+    assert restarted.returncode == 0, restarted.stderr
+    assert restarted.stdout.strip() == broker.address
+    assert "(not running)" in restarted.stderr
+    assert broker.pid() != pid
+    assert kafka_helpers.end_offsets(broker.address, topic) == ends
 
 
 def test_a_share_member_stops_while_its_broker_does_not_answer(

@@ -59,12 +59,12 @@ class ReadRecord:
 
 
 def run_kafka_script(
-    command: str, timeout_s: float, script: Path = KAFKA_SCRIPT
+    command: str, timeout_s: float, script: Path = KAFKA_SCRIPT, arguments: Iterable[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """Run `scripts/kafka <command>` (or a copy of it, or another service script such as
-    `scripts/postgres`) with this interpreter, capturing output."""
+    """Run `scripts/kafka <command> [arguments]` (or a copy of it, or another service script
+    such as `scripts/postgres`) with this interpreter, capturing output."""
     return subprocess.run(
-        [sys.executable, str(script), command],
+        [sys.executable, str(script), command, *arguments],
         capture_output=True,
         text=True,
         timeout=timeout_s,
