@@ -39,16 +39,33 @@ offsets (may be 0), then a run of finished ones (>= 1), then unfinished (>= 1), 
 Encoders produce both payloads and keep the one with fewer bytes, the bitset on a tie
 (base64 length grows strictly with the byte count, so this also minimises the string).
 
+Format, version 2: the epochs of the claims
+===========================================
+
+::
+
+    BODY     := KIND ":" COMMIT ":" EPOCHS ":" PAYLOAD    (version 2)
+
+KIND, COMMIT and PAYLOAD as in version 1; EPOCHS gives the epoch (Kafka's leader epoch,
+the embedded log's generation) of the record each finished offset was read in, as
+:mod:`laneway.offsets.claim_epochs` specifies. A finished offset counts only for a record of
+that epoch: a record written at that offset later (after the log lost its tail) is processed.
+Encoders write version 2 when an epoch is known, version 1 when none is (then the map reads
+as before on any release). A release reads every version up to its own and ignores a newer
+one with a warning: the consumer then starts at the committed offset, so a rolling upgrade
+only ever processes work again, never skips it.
+
 Decoders, given the committed offset ``C`` they read the metadata with, must:
 
 * return the empty set for ``""`` and for text that does not start with ``lw``, decimal
   digits and ``:`` (not written by laneway; another tool may own the metadata);
-* ignore, with a warning, a version they do not implement;
+* ignore, with a warning, a version they do not implement (one newer than theirs);
 * ignore a map whose ``COMMIT`` differs from ``C`` (written for another position);
 * ignore, with a warning, anything else that breaks this grammar or the rules above,
   among them a map that is not canonical (one that does not encode again to the same
   text: a runs payload where the bitset would be no longer, a bitset where the runs
-  would be shorter, an over-long varint) and one reaching past offset ``2**63 - 1``;
+  would be shorter, an over-long varint, epochs that break their rules) and one reaching
+  past offset ``2**63 - 1``;
 * drop finished offsets above ``C + limit`` for their own span limit (this bounds memory;
   dropped offsets are merely processed again, which at-least-once allows).
 
@@ -68,34 +85,54 @@ from collections.abc import Iterable
 from itertools import compress
 
 from laneway.logs import get_logger
+from laneway.offsets.claim_epochs import (
+    MAX_EPOCH,
+    UNKNOWN,
+    Segments,
+    capped,
+    clipped,
+    format_segments,
+    is_canonical,
+    parse_segments,
+    segments_of_window,
+)
 
 logger = get_logger(__name__)
 
-VERSION = 1
+VERSION = 2
+"""The newest format this release reads and writes."""
 DEFAULT_MAX_METADATA_BYTES = 4096
 """Kafka's default ``offset.metadata.max.bytes``."""
 
 MAX_OFFSET = 2**63 - 1
 _BITSET = "b"
 _RUNS = "r"
-_WORST_HEADER = len(f"lw{VERSION}:{_BITSET}:{MAX_OFFSET}:")
+_WORST_HEADER = len(f"lw{VERSION}:{_BITSET}:{MAX_OFFSET}:{MAX_EPOCH}:")
+"""The longest header of a map whose claims are of one epoch."""
 _MAX_VARINT_BYTES = 9
 _ENVELOPE = re.compile(r"lw([0-9]+):")
 _V1 = re.compile(r"lw1:([br]):(0|[1-9][0-9]{0,18}):([A-Za-z0-9_-]+)")
+_V2 = re.compile(r"lw2:([br]):(0|[1-9][0-9]{0,18}):([-,@0-9]+):([A-Za-z0-9_-]+)")
+_READS = ("1", "2")
 _FINISHED_RUN = re.compile(rb"[^\x00]+")
 _TO_BINARY_DIGITS = b"0" + b"1" * 255
 """Translation table: byte 0 -> ASCII ``0``, any other byte -> ASCII ``1``."""
 _FROM_BINARY_DIGITS = bytes.maketrans(b"01", b"\x00\x01")
+_FLAGS = b"\x00" + b"\x01" * 255
+"""Translation table: byte 0 -> 0, any other byte -> 1."""
 
 
 def max_span(max_bytes: int) -> int:
-    """The largest span ``S`` such that any set within ``C+1 .. C+S`` encodes in ``max_bytes``.
+    """The largest span ``S`` such that any set within ``C+1 .. C+S`` encodes in ``max_bytes``
+    (with the epoch of its records, when they share one).
 
     Exact for every commit offset up to ``2**63 - 1``: the bitset needs ``ceil(S / 8)``
     bytes whatever the set, the runs payload is only used when smaller, and the header is
-    counted with a 19-digit commit offset. So a scheduler that lets no offset above
-    ``C + S`` finish can always commit its metadata; ``S + 1`` cannot be guaranteed.
-    Returns 0 when ``max_bytes`` cannot hold even one finished offset.
+    counted with a 19-digit commit offset and a 10-digit epoch. So a scheduler that lets no
+    offset above ``C + S`` finish can always commit its metadata; ``S + 1`` cannot be
+    guaranteed. (Claims of several epochs take more room: :func:`encode_window` given the
+    cap leaves out the oldest epochs' claims until the map fits.) Returns 0 when
+    ``max_bytes`` cannot hold even one finished offset.
     """
     if max_bytes < 0:
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
@@ -145,17 +182,40 @@ def encode(commit_offset: int, finished: Iterable[int]) -> str:
         else:
             runs.extend((0, 1))
         expected = offset + 1
-    return _assemble(_RUNS, commit_offset, _pack_varints(runs))
+    return _assemble(_RUNS, commit_offset, _pack_varints(runs), None)
 
 
-def encode_window(commit_offset: int, window: bytes | bytearray) -> str:
+def encode_window(
+    commit_offset: int,
+    window: bytes | bytearray,
+    epochs: Segments | None = None,
+    max_bytes: int | None = None,
+) -> str:
     """Encode a window: ``window[i] != 0`` means offset ``commit_offset + 1 + i`` finished.
 
     The fast path for a tracker that keeps per-offset states in a byte array: the work
-    is done by C-level byte operations. Trailing zero bytes are ignored.
+    is done by C-level byte operations. Trailing zero bytes are ignored. ``epochs`` gives
+    the epoch of the records read at the window's offsets as regions ``(distance, epoch)``
+    (see :func:`laneway.offsets.claim_epochs.segments_of_window`): when a claimed record's
+    epoch is known the map is of version 2, else of version 1. The claims of older epochs
+    than the last four are left out, and with ``max_bytes`` those of the oldest epochs
+    until the map fits (a window within :func:`max_span` fits with one epoch).
     """
     _check_commit(commit_offset)
-    return _encode_window(commit_offset, window)
+    if epochs is None:
+        return _encode_window(commit_offset, window)
+    claimed = bytearray(bytes(window).rstrip(b"\x00").translate(_FLAGS))
+    if not claimed:
+        return ""
+    segments = capped(claimed, segments_of_window(claimed, epochs))
+    while True:
+        if all(epoch == UNKNOWN for _, epoch in segments):
+            return _encode_window(commit_offset, claimed)
+        kind, payload = _encode_payload(claimed)
+        text = _assemble(kind, commit_offset, payload, segments)
+        if max_bytes is None or len(text) <= max_bytes or len(segments) == 1:
+            return text
+        segments = capped(claimed, segments, len(segments) - 1)
 
 
 def decode(
@@ -163,10 +223,11 @@ def decode(
 ) -> frozenset[int]:
     """The finished offsets stored in ``metadata`` for ``commit_offset``; never raises.
 
-    Unusable metadata (not laneway's, another version, another commit offset, corrupt)
+    Unusable metadata (not laneway's, a newer version, another commit offset, corrupt)
     yields the empty set; see the module docstring. Offsets above
     ``commit_offset + span_limit`` are dropped (they will be processed again); pass
-    ``max_span(max_bytes)`` of the cap the writer used to keep everything it wrote.
+    ``max_span(max_bytes)`` of the cap the writer used to keep everything it wrote. The
+    epochs of a version-2 map are not returned: see :func:`decode_claims`.
     """
     window = decode_window(metadata, commit_offset, span_limit=span_limit)
     return frozenset(compress(range(commit_offset + 1, commit_offset + 1 + len(window)), window))
@@ -179,17 +240,20 @@ def decode_window(
 
     The window is empty or ends with a 1 and is at most ``span_limit`` bytes long.
     """
-    parsed = _parse(metadata, commit_offset)
-    if parsed is None:
-        return b""
-    kind, payload = parsed
-    if kind == _BITSET:
-        window = _checked_bitset(metadata, commit_offset, payload)
-    else:
-        runs = _checked_runs(metadata, commit_offset, payload)
-        window = None if runs is None else _runs_to_window(runs, span_limit)
-    if window is None:
-        return b""
+    return decode_claims(metadata, commit_offset, span_limit=span_limit)[0]
+
+
+def decode_claims(
+    metadata: str, commit_offset: int, *, span_limit: int = DEFAULT_SPAN_LIMIT
+) -> tuple[bytes, Segments | None]:
+    """The window of :func:`decode_window` and the epochs of its claims: the segments of a
+    version-2 map (see :mod:`laneway.offsets.claim_epochs`), ``None`` for version 1 (claims
+    without epochs)."""
+    claims = claims_of(metadata, commit_offset)
+    if claims is None:
+        return b"", None
+    runs, segments = claims
+    window = _runs_to_window(runs, span_limit)
     if len(window) > span_limit:
         logger.info(
             "commit metadata for offset %d holds finished offsets beyond the span limit %d;"
@@ -197,8 +261,10 @@ def decode_window(
             commit_offset,
             span_limit,
         )
-        return window[:span_limit].rstrip(b"\x00")
-    return window
+        window = window[:span_limit].rstrip(b"\x00")
+    if segments is not None:
+        segments = clipped(segments, len(window))
+    return window, segments
 
 
 def runs_of(metadata: str, commit_offset: int) -> list[int] | None:
@@ -206,50 +272,83 @@ def runs_of(metadata: str, commit_offset: int) -> list[int] | None:
     tiling ``commit_offset + 1 .. commit_offset + span``), else ``None``, logged as
     :func:`decode` does. Time and memory are linear in the length of ``metadata``,
     whatever span it claims."""
+    claims = claims_of(metadata, commit_offset)
+    return None if claims is None else claims[0]
+
+
+def claims_of(metadata: str, commit_offset: int) -> tuple[list[int], Segments | None] | None:
+    """The runs (as :func:`runs_of`) and epoch segments (``None`` for version 1) of usable
+    metadata, else ``None``; linear in the length of ``metadata``."""
     parsed = _parse(metadata, commit_offset)
     if parsed is None:
         return None
-    kind, payload = parsed
+    kind, payload, epochs = parsed
     if kind == _RUNS:
-        return _checked_runs(metadata, commit_offset, payload)
-    window = _checked_bitset(metadata, commit_offset, payload)
-    return None if window is None else _window_runs(window)
+        runs = _checked_runs(metadata, commit_offset, payload)
+    else:
+        window = _checked_bitset(metadata, commit_offset, payload)
+        runs = None if window is None else _window_runs(window)
+    if runs is None:
+        return None
+    if epochs is None:
+        return runs, None
+    segments = parse_segments(epochs, runs[0])
+    if segments is None or not is_canonical(segments, runs):
+        _corrupt(metadata, "epochs that break their rules")
+        return None
+    return runs, segments
 
 
-def encode_runs(commit_offset: int, runs: list[int]) -> str:
-    """The canonical metadata of runs as :func:`runs_of` returns them (``""`` for none)."""
+def encode_runs(commit_offset: int, runs: list[int], epochs: Segments | None = None) -> str:
+    """The canonical metadata of runs as :func:`runs_of` returns them (``""`` for none),
+    with the epoch segments :func:`claims_of` returns (``None``: version 1). Segments that
+    no longer start at a claim of ``runs`` must have been dropped (see
+    :func:`laneway.offsets.claim_epochs.clipped`)."""
     _check_commit(commit_offset)
     if not runs:
         return ""
+    if epochs is not None and all(epoch == UNKNOWN for _, epoch in epochs):
+        epochs = None
     packed = _pack_varints(runs)
     if len(packed) < (sum(runs) + 7) // 8:
-        return _assemble(_RUNS, commit_offset, packed)
+        return _assemble(_RUNS, commit_offset, packed, epochs)
     # The bitset is no longer than the runs, so the span is at most 8 bytes per run byte.
-    return _encode_window(commit_offset, _runs_to_window(runs, sum(runs)))
+    kind, payload = _encode_payload(_runs_to_window(runs, sum(runs)))
+    return _assemble(kind, commit_offset, payload, epochs)
 
 
-def _parse(metadata: str, commit_offset: int) -> tuple[str, bytes] | None:
-    """The kind and payload of version-1 metadata written for ``commit_offset``; ``None``
-    (with the log line the module docstring asks for) when there is nothing to use."""
+def _parse(metadata: str, commit_offset: int) -> tuple[str, bytes, str | None] | None:
+    """The kind, payload and epochs text (``None`` in version 1) of metadata written for
+    ``commit_offset``; ``None`` (with the log line the module docstring asks for) when
+    there is nothing to use."""
     if not metadata:
         return None
     envelope = _ENVELOPE.match(metadata)
     if envelope is None:
         logger.debug("commit metadata %.40r is not laneway's; ignored", metadata)
         return None
-    if envelope.group(1) != str(VERSION):
+    if envelope.group(1) not in _READS:
         logger.warning(
-            "commit metadata uses laneway format version %s, this release reads version %d;"
-            " ignored (finished offsets beyond the commit point will be processed again)",
+            "commit metadata uses laneway format version %s, this release reads versions up to"
+            " %d; ignored: the partition starts at its committed offset (finished offsets"
+            " beyond it will be processed again)",
             envelope.group(1)[:20],
             VERSION,
         )
         return None
-    body = _V1.fullmatch(metadata)
-    if body is None:
-        _corrupt(metadata, "malformed header or payload characters")
-        return None
-    kind, written_for, text = body.groups()
+    epochs: str | None = None
+    if envelope.group(1) == "1":
+        body = _V1.fullmatch(metadata)
+        if body is None:
+            _corrupt(metadata, "malformed header or payload characters")
+            return None
+        kind, written_for, text = body.groups()
+    else:
+        body = _V2.fullmatch(metadata)
+        if body is None:
+            _corrupt(metadata, "malformed header, epochs or payload characters")
+            return None
+        kind, written_for, epochs, text = body.groups()
     if int(written_for) != commit_offset:
         logger.debug(
             "commit metadata was written for offset %s, not %d; ignored", written_for, commit_offset
@@ -263,7 +362,7 @@ def _parse(metadata: str, commit_offset: int) -> tuple[str, bytes] | None:
     if base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii") != text:
         _corrupt(metadata, "non-canonical base64")
         return None
-    return kind, payload
+    return kind, payload, epochs
 
 
 def _checked_runs(metadata: str, commit_offset: int, payload: bytes) -> list[int] | None:
@@ -292,7 +391,7 @@ def _checked_bitset(metadata: str, commit_offset: int, payload: bytes) -> bytes 
     if len(window) > MAX_OFFSET - commit_offset:
         _corrupt(metadata, "finished offsets beyond 2**63-1")
         return None
-    if _encode_window(commit_offset, window) != metadata:
+    if _encode_payload(window) != (_BITSET, payload):
         _corrupt(metadata, "a bitset payload that is not canonical (the runs would be shorter)")
         return None
     return window
@@ -304,23 +403,34 @@ def _check_commit(commit_offset: int) -> None:
 
 
 def _encode_window(commit_offset: int, window: bytes | bytearray) -> str:
+    """Version-1 metadata of ``window`` (claims without epochs)."""
     window = bytes(window).rstrip(b"\x00")
     if not window:
         return ""
+    kind, payload = _encode_payload(window)
+    return _assemble(kind, commit_offset, payload, None)
+
+
+def _encode_payload(window: bytes | bytearray) -> tuple[str, bytes]:
+    """The kind and payload of a window that ends with a claim."""
     span = len(window)
-    bitset = int(window.translate(_TO_BINARY_DIGITS)[::-1], 2).to_bytes((span + 7) // 8, "little")
+    bitset = int(bytes(window).translate(_TO_BINARY_DIGITS)[::-1], 2).to_bytes(
+        (span + 7) // 8, "little"
+    )
     # Every varint takes a byte or more: with as many runs as the bitset has bytes, it wins.
-    runs = _window_runs(window, len(bitset))
+    runs = _window_runs(bytes(window), len(bitset))
     if runs is not None:
         packed = _pack_varints(runs)
         if len(packed) < len(bitset):
-            return _assemble(_RUNS, commit_offset, packed)
-    return _assemble(_BITSET, commit_offset, bitset)
+            return _RUNS, packed
+    return _BITSET, bitset
 
 
-def _assemble(kind: str, commit_offset: int, payload: bytes) -> str:
+def _assemble(kind: str, commit_offset: int, payload: bytes, epochs: Segments | None) -> str:
     text = base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii")
-    return f"lw{VERSION}:{kind}:{commit_offset}:{text}"
+    if epochs is None:
+        return f"lw1:{kind}:{commit_offset}:{text}"
+    return f"lw2:{kind}:{commit_offset}:{format_segments(epochs)}:{text}"
 
 
 def _pack_varints(values: list[int]) -> bytes:

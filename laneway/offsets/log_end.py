@@ -23,7 +23,8 @@ and laneway only records offsets it fetched, so its own positions always pass.
 from __future__ import annotations
 
 from laneway.logs import get_logger
-from laneway.offsets.codec import encode_runs, runs_of
+from laneway.offsets.claim_epochs import clipped
+from laneway.offsets.codec import claims_of, encode_runs
 from laneway.types import CommitPosition
 
 logger = get_logger(__name__)
@@ -79,9 +80,10 @@ def clip(metadata: str, commit_offset: int, end: int) -> tuple[str, list[tuple[i
     usable). Time and memory are linear in the length of ``metadata``, whatever span it
     claims.
     """
-    runs = runs_of(metadata, commit_offset)
-    if runs is None:
+    claims = claims_of(metadata, commit_offset)
+    if claims is None:
         return "", []
+    runs, epochs = claims
     kept: list[int] = []
     dropped: list[tuple[int, int]] = []
     position = commit_offset + 1
@@ -99,7 +101,9 @@ def clip(metadata: str, commit_offset: int, end: int) -> tuple[str, list[tuple[i
         return metadata, []
     if len(kept) % 2:
         kept.pop()  # an unfinished run last: the map ends with its last finished run
-    return encode_runs(commit_offset, kept), dropped
+    if epochs is not None:
+        epochs = clipped(epochs, sum(kept))  # the epochs of the claims kept stay theirs
+    return encode_runs(commit_offset, kept, epochs), dropped
 
 
 def describe_ranges(ranges: list[tuple[int, int]]) -> str:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from laneway.offsets.codec import decode, encode
+from laneway.offsets.codec import DEFAULT_SPAN_LIMIT, decode, encode
 from laneway.offsets.log_end import clip, describe_ranges, trusted_position
 from laneway.offsets.tracker import PartitionOffsets
 from laneway.types import CommitPosition
@@ -64,7 +64,7 @@ def test_clip_of_a_huge_claimed_span_costs_only_the_text() -> None:
     assert dropped == [(10**15, 10**15)]
     assert decode(metadata, 5) == {6}
     everything = "lw1:r:5:APr_________fw"  # runs 0 and 2**63 - 6: every offset finished
-    assert decode(everything, 5) == frozenset(range(6, 6 + 24_416))
+    assert decode(everything, 5) == frozenset(range(6, 6 + DEFAULT_SPAN_LIMIT))
     metadata, dropped = clip(everything, 5, 10)
     assert decode(metadata, 5) == {6, 7, 8, 9}
     assert dropped == [(10, 2**63 - 1)]

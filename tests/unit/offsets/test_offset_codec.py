@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from laneway.offsets.claim_epochs import MAX_EPOCH
 from laneway.offsets.codec import (
     DEFAULT_SPAN_LIMIT,
     MAX_OFFSET,
@@ -134,9 +135,17 @@ def test_the_window_encoder_agrees_with_the_set_encoder(case: tuple[int, set[int
     )
 
 
+def with_epoch(commit: int, finished: set[int], epoch: int = MAX_EPOCH) -> str:
+    """Version-2 metadata of ``finished``, every record read in ``epoch``."""
+    window = bytes(1 if commit + 1 + i in finished else 0 for i in range(max(finished) - commit))
+    return encode_window(commit, window, [(0, epoch)])
+
+
 def test_max_span_of_the_kafka_default() -> None:
-    assert max_span(4096) == 24_416
-    assert DEFAULT_SPAN_LIMIT == 24_416
+    # 4096 bytes less the longest header of one epoch, "lw2:b:<19 digits>:<10 digits>:":
+    # 4059 base64 characters, a 3044-byte bitset.
+    assert max_span(4096) == 24_352
+    assert DEFAULT_SPAN_LIMIT == 24_352
 
 
 @pytest.mark.parametrize("max_bytes", [*range(0, 80), 100, 255, 256, 1000, 4095, 4096, 4097])
@@ -144,9 +153,11 @@ def test_max_span_is_exact(max_bytes: int) -> None:
     span = max_span(max_bytes)
     for commit in (NINETEEN_DIGITS, MAX_OFFSET - span - 1):
         if span:
-            assert len(encode(commit, worst_case(commit, span))) <= max_bytes
-            assert len(encode(commit, set(range(commit + 1, commit + span + 1)))) <= max_bytes
-        assert len(encode(commit, worst_case(commit, span + 1))) > max_bytes
+            assert len(with_epoch(commit, worst_case(commit, span))) <= max_bytes
+            every = set(range(commit + 1, commit + span + 1))
+            assert len(with_epoch(commit, every)) <= max_bytes
+            assert len(encode(commit, worst_case(commit, span))) <= max_bytes  # version 1
+        assert len(with_epoch(commit, worst_case(commit, span + 1))) > max_bytes
 
 
 def test_max_span_rejects_a_negative_size() -> None:
@@ -166,6 +177,10 @@ def test_any_set_within_max_span_fits(max_bytes: int, data: st.DataObject) -> No
     metadata = encode(commit, finished)
     assert len(metadata.encode("ascii")) <= max_bytes
     assert decode(metadata, commit, span_limit=span) == finished
+    if finished:
+        epoch = data.draw(st.sampled_from([0, 7, MAX_EPOCH]))
+        assert len(with_epoch(commit, finished, epoch)) <= max_bytes
+        assert decode(with_epoch(commit, finished, epoch), commit, span_limit=span) == finished
 
 
 def test_commit_offset_mismatch_is_ignored_quietly(caplog: pytest.LogCaptureFixture) -> None:
@@ -188,7 +203,7 @@ def test_metadata_of_other_tools_is_ignored_quietly(
     assert not [r for r in caplog.records if r.levelno >= logging.INFO]
 
 
-@pytest.mark.parametrize("future", ["lw2:b:1:AQ", "lw2:anything at all", "lw10:", "lw0:b:1:AQ"])
+@pytest.mark.parametrize("future", ["lw3:b:1:AQ", "lw3:anything at all", "lw10:", "lw0:b:1:AQ"])
 def test_another_version_is_ignored_with_a_warning(
     future: str, caplog: pytest.LogCaptureFixture
 ) -> None:
