@@ -139,10 +139,14 @@ def _short(value: object) -> str:
 
 @dataclass(frozen=True)
 class CommitPosition:
-    """A committed position: the next offset to read, and the commit metadata string."""
+    """A committed position: the next offset to read, the commit metadata string, and the
+    epoch of the record before the offset (Kafka's committed leader epoch, the embedded
+    log's generation; ``None`` when unknown), by which a reader tells whether the log it
+    reads is still the one the position was committed on."""
 
     offset: int
     metadata: str = ""
+    leader_epoch: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,13 @@ from collections.abc import Collection, Mapping
 from itertools import groupby
 from operator import attrgetter
 
+from laneway.logs import get_logger
 from laneway.offsets.backlog import PartitionBacklog
 from laneway.offsets.partition import OwnedPartition
-from laneway.offsets.progress import OffsetCommitter, ProgressCounts
+from laneway.offsets.progress import OffsetCommitter, ProgressCounts, RecordEpochs
 from laneway.types import CommitPosition, Failure, Message, PartitionId
+
+log = get_logger(__name__)
 
 _partition_of = attrgetter("topic", "partition")
 
@@ -36,13 +39,27 @@ class OffsetProgress:
     exactly as messages are fetched, and by the partition's average as they settle (see
     :meth:`OwnedPartition.unbuffer <laneway.offsets.partition.OwnedPartition.unbuffer>`).
 
+    With the source's :class:`~laneway.offsets.progress.RecordEpochs` (``epochs``), a
+    finished offset restored from the commit metadata is skipped only for the record it was
+    claimed about (its epoch), and a record fetched again below what a partition tracks,
+    with another epoch, shows the log was cut and written again there: the partition
+    forgets what it tracked from that offset on (its commit point moves back to it if it
+    was beyond) and fences the messages still running for the records that are gone. Each
+    is one WARNING naming the partition and the offsets.
+
     Tuning: ``metadata_max_bytes`` must not exceed the broker's
     ``offset.metadata.max.bytes`` (4,096 by default); see
     :class:`~laneway.offsets.tracker.PartitionOffsets`.
     """
 
-    def __init__(self, committer: OffsetCommitter, metadata_max_bytes: int) -> None:
+    def __init__(
+        self,
+        committer: OffsetCommitter,
+        metadata_max_bytes: int,
+        epochs: RecordEpochs | None = None,
+    ) -> None:
         self._committer = committer
+        self._epochs = epochs
         self._metadata_max_bytes = metadata_max_bytes
         self._owned: dict[PartitionId, OwnedPartition] = {}
         self._zombies: dict[PartitionId, int] = {}
@@ -108,12 +125,22 @@ class OffsetProgress:
         dispatch: list[Message] = []
         owned = self._owned
         counts = self._counts
+        epochs = self._epochs
+        start = 0
         for pid, group in groupby(messages, key=_partition_of):
+            batch = list(group)
+            first = start
+            start += len(batch)
             partition = owned.get(pid)
             if partition is None:
                 continue
-            batch = list(group)
-            runnable, skipped, weight = partition.accept(batch)
+            runs = None if epochs is None else epochs.runs(first, batch)
+            if runs and batch[0].offset < partition.tracker.next_offset:
+                self._check_rewritten(pid, partition, batch[0].offset, runs[0][1])
+            runnable, skipped, weight = partition.accept(batch, runs)
+            refused = partition.tracker.take_refused()
+            if refused:
+                _warn_refused(pid, refused)
             counts.skipped += skipped
             counts.buffered += len(batch) - skipped
             counts.buffered_bytes += weight.total
@@ -125,11 +152,12 @@ class OffsetProgress:
     def unstarted(self, messages: list[Message]) -> None:
         counts = self._counts
         for pid, group in groupby(messages, key=_partition_of):
-            count = sum(1 for _ in group)
+            offsets = [m.offset for m in group]
             partition = self._owned.get(pid)
             if partition is not None:
-                counts.buffered -= count
-                counts.buffered_bytes -= partition.unbuffer(count)
+                partition.fenced(offsets)  # never to come back: not waited for
+                counts.buffered -= len(offsets)
+                counts.buffered_bytes -= partition.unbuffer(len(offsets))
 
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""
@@ -159,6 +187,11 @@ class OffsetProgress:
             if live:
                 counts.buffered -= live
                 counts.buffered_bytes -= partition.unbuffer(live)
+            cut_away = partition.fenced(offsets)
+            if cut_away:
+                counts.fenced += len(cut_away)
+                gone = set(cut_away)
+                offsets = [o for o in offsets if o not in gone]
             if stale:
                 _finish_known(partition, offsets)
             else:
@@ -166,6 +199,32 @@ class OffsetProgress:
             if partition.held:
                 released.extend(partition.release())
         return released
+
+    def _check_rewritten(
+        self, pid: PartitionId, partition: OwnedPartition, offset: int, epoch: int
+    ) -> None:
+        """A record fetched again at ``offset`` below what ``partition`` tracks: if its
+        epoch shows it is not the record read there before, cut the partition there."""
+        tracker = partition.tracker
+        if not tracker.diverges(offset, epoch):
+            return
+        commit = tracker.commit_offset
+        dropped, weight = partition.cut(offset)
+        self._counts.buffered -= dropped
+        self._counts.buffered_bytes -= weight
+        log.warning(
+            "%s[%d]: the log was cut at offset %d and written again (its records there are "
+            "now of epoch %d, an unclean leader election or a lost tail): processing from "
+            "there%s, %d message(s) of records that are gone fenced",
+            pid[0],
+            pid[1],
+            offset,
+            epoch,
+            f" (the commit point moves back from {commit})"
+            if commit is not None and commit > offset
+            else "",
+            partition.fenced_left,
+        )
 
     def running(self, partitions: Collection[PartitionId]) -> int:
         owned = self._owned
@@ -213,6 +272,21 @@ def _offsets_by_partition(messages: list[Message]) -> dict[PartitionId, list[int
         else:
             offsets.append(message.offset)
     return grouped
+
+
+def _warn_refused(pid: PartitionId, refused: list[tuple[int, int, int]]) -> None:
+    offset, claimed, found = refused[0]
+    log.warning(
+        "%s[%d]: the commit metadata claims %d offset(s) finished (first %d, read in epoch %d) "
+        "whose records now are of another epoch (%d: written after the claim, the log lost "
+        "its tail); those records are processed",
+        pid[0],
+        pid[1],
+        len(refused),
+        offset,
+        claimed,
+        found,
+    )
 
 
 def _finish_known(partition: OwnedPartition, offsets: list[int]) -> None:

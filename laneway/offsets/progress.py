@@ -20,11 +20,12 @@ Every method runs on the consumer's control thread.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from laneway.offsets.backlog import PartitionBacklog
+from laneway.offsets.claim_epochs import EpochRuns
 from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 
@@ -64,6 +65,19 @@ class OffsetCommitter(Protocol):
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """Commit synchronously; raises :class:`laneway.errors.SourceError` if it failed."""
+
+
+class RecordEpochs(Protocol):
+    """The epochs the records of a source's last poll were written in: Kafka's leader epochs,
+    the embedded log's generations. An :class:`~laneway.offsets.offset_progress.OffsetProgress`
+    given one checks the finished offsets restored from commit metadata against them and
+    writes them into the metadata it commits (see :mod:`laneway.offsets.tracker`)."""
+
+    def runs(self, start: int, messages: Sequence[Message]) -> EpochRuns | None:
+        """The epochs of ``messages``, which are items ``start`` to ``start + len - 1`` of
+        the list the last ``poll`` returned, all of one partition: ``(first offset, epoch)``
+        runs in the order given, or ``None`` when they are not known (then claims with an
+        epoch are not honoured: the records are processed again)."""
 
 
 class Progress(Protocol):

@@ -14,6 +14,18 @@ completions costs a Python step per offset (measured: about 0.1 s per million of
 for fetch + finish + commit point, batches of 1,000). Gaps (transaction markers,
 compaction) up to ``_MAX_GAP_FILL`` offsets are filled with zero bytes; a larger gap
 starts a new block, so a sparse compacted topic costs memory per message, not per offset.
+
+Epochs. A source that knows the epoch each record was written in (Kafka's leader epoch,
+the embedded log's generation) passes the epochs of each batch; the tracker keeps them as
+a short table of ``(first offset, epoch)`` and writes them into the metadata (version 2 of
+:mod:`laneway.offsets.codec`), with the epoch of the record before the commit offset in
+the position's ``leader_epoch``. A finished offset restored from the metadata is skipped
+only when the record fetched there has the epoch it was claimed with: a record written at
+that offset after the claim (the log lost its tail and was written again) is processed.
+Claims of a version-1 map carry no epoch and are trusted as before (the source checked them
+against the log end). A record fetched again below what is tracked with another epoch than
+the one read there means the log was cut there and written again: see :meth:`diverges` and
+:meth:`truncate`.
 """
 
 from __future__ import annotations
@@ -23,9 +35,12 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from laneway.offsets.codec import decode, encode_window, max_span
+from laneway.offsets.claim_epochs import UNKNOWN, EpochRuns, Segments
+from laneway.offsets.codec import decode_claims, encode_window, max_span
 from laneway.types import CommitPosition
 
+ANY_EPOCH = -2
+"""The epoch of a claim restored from a version-1 map: it holds for any record."""
 _FETCHED = 1
 _FINISHED = 2
 _MAX_GAP_FILL = 4096
@@ -67,19 +82,54 @@ class PartitionOffsets:
     Not thread-safe; cheap enough to call once per batch per partition in the hot path.
     """
 
-    __slots__ = ("_blocks", "_cached", "_next", "_restored", "_span", "_version")
+    __slots__ = (
+        "_base_epoch",
+        "_base_offset",
+        "_blocks",
+        "_cached",
+        "_claim_at",
+        "_claim_epochs",
+        "_epoch_at",
+        "_epochs",
+        "_max_bytes",
+        "_next",
+        "_refused",
+        "_restored",
+        "_span",
+        "_version",
+    )
 
     def __init__(self, committed: CommitPosition | None, max_metadata_bytes: int) -> None:
         self._span = max_span(max_metadata_bytes)
+        self._max_bytes = max_metadata_bytes
         self._blocks: deque[_Block] = deque()
         self._restored: deque[int] = deque()
         self._version = 0
         self._cached: tuple[int, CommitPosition] | None = None
         self._next = -1
+        # The epochs of fetched offsets, and of restored claims: (first offset, epoch).
+        self._epoch_at: list[int] = []
+        self._epochs: list[int] = []
+        self._claim_at: list[int] = []
+        self._claim_epochs: list[int] = []
+        # The epoch of the record before offset _base_offset (the committed position's).
+        self._base_offset = -1
+        self._base_epoch = UNKNOWN
+        self._refused: list[tuple[int, int, int]] = []
         if committed is not None:
             self._next = committed.offset
-            restored = decode(committed.metadata, committed.offset, span_limit=self._span)
-            self._restored.extend(sorted(restored))
+            self._base_offset = committed.offset
+            if committed.leader_epoch is not None:
+                self._base_epoch = committed.leader_epoch
+            window, segments = decode_claims(
+                committed.metadata, committed.offset, span_limit=self._span
+            )
+            first = committed.offset + 1
+            self._restored.extend(i + first for i, flag in enumerate(window) if flag)
+            if self._restored:
+                for distance, epoch in segments or [(0, ANY_EPOCH)]:
+                    self._claim_at.append(first + distance)
+                    self._claim_epochs.append(epoch)
 
     @property
     def started(self) -> bool:
@@ -115,6 +165,17 @@ class PartitionOffsets:
         return self._advance() + self._span
 
     @property
+    def next_offset(self) -> int:
+        """The offset after the last one fetched (or the committed one); -1 while unknown."""
+        return self._next
+
+    def take_refused(self) -> list[tuple[int, int, int]]:
+        """The restored claims not honoured since the last call, because the record fetched
+        there has another epoch: ``(offset, claimed epoch, record epoch)``."""
+        refused, self._refused = self._refused, []
+        return refused
+
+    @property
     def outstanding(self) -> int:
         """How many fetched offsets are not finished (dispatched or held back)."""
         return sum(block.states.count(_FETCHED) for block in self._blocks)
@@ -126,14 +187,16 @@ class PartitionOffsets:
             self._advance()
         return sum(block.states.count(_FINISHED) for block in self._blocks) + len(self._restored)
 
-    def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
+    def fetched(self, offsets: Sequence[int], epochs: EpochRuns | None = None) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
 
         Skipped offsets are not to be dispatched, nor reported to :meth:`finished`: they
-        were finished before the restart (restored from the metadata: they count as
-        finished now), or they are at or below an offset already fetched (a replay after
-        a seek: the tracked copy stands) or below the committed offset. Fastest with a
-        ``list`` of consecutive offsets, the common case.
+        were finished before the restart (restored from the metadata with the epoch of the
+        record fetched now, or from a version-1 map: they count as finished now), or they
+        are at or below an offset already fetched (a replay after a seek: the tracked copy
+        stands; see :meth:`diverges` first) or below the committed offset. ``epochs``: the
+        batch's epochs (``None``: unknown). Fastest with a ``list`` of consecutive offsets,
+        the common case.
         """
         count = len(offsets)
         if not count:
@@ -150,6 +213,7 @@ class PartitionOffsets:
         restored = self._restored
         restored_count = len(restored)
         skip: AbstractSet[int]
+        following = self._next
         if (
             first >= self._next
             and last - first == count - 1
@@ -159,7 +223,9 @@ class PartitionOffsets:
             self._append_run(first, count)
             skip = _NO_SKIP
         else:
-            skip = self._fetched_one_by_one(offsets)
+            skip = self._fetched_one_by_one(offsets, epochs)
+        if last >= following:
+            self._note_epochs(epochs, following)
         if self._advance() != before or len(restored) != restored_count:
             self._version += 1
         return skip
@@ -200,9 +266,126 @@ class PartitionOffsets:
         if cached is not None and cached[0] == self._version:
             return cached[1]
         commit = self._advance()
-        position = CommitPosition(commit, encode_window(commit, self._window(commit)))
+        self._trim_epochs(commit)
+        window = self._window(commit)
+        regions = self._regions(commit, len(window)) if window else None
+        metadata = encode_window(commit, window, regions, self._max_bytes)
+        epoch = self._epoch_before(commit)
+        position = CommitPosition(commit, metadata, None if epoch == UNKNOWN else epoch)
         self._cached = (self._version, position)
         return position
+
+    def diverges(self, offset: int, epoch: int) -> bool:
+        """Whether a record fetched at ``offset``, below :attr:`next_offset`, in ``epoch``
+        is not the record read there before (nor one before the committed position): it
+        was written after them, so the log was cut at or before ``offset`` and written
+        again (an unclean leader election; the client seeks back to where the logs part).
+
+        Known epochs only: a record whose epoch is unknown, or fetched again where the
+        epoch was not known, is taken for the record read before (a replay).
+        """
+        if self._next < 0 or offset >= self._next or epoch == UNKNOWN:
+            return False
+        at = bisect_right(self._epoch_at, offset) - 1
+        if at >= 0:
+            known = self._epochs[at]
+            return known != UNKNOWN and known != epoch
+        # Below every record read: a record rewritten there has a newer epoch than any
+        # the log had before (a new leader's), so newer than the first one read.
+        floor = self._epochs[0] if self._epochs else self._base_epoch
+        return floor != UNKNOWN and epoch > floor
+
+    def truncate(self, offset: int) -> int:
+        """Forget everything at and after ``offset`` (the log was cut there and written
+        again): fetched states, restored claims, epochs. The commit offset moves back to
+        ``offset`` if it was beyond. Returns how many fetched offsets at or after it were not
+        finished (their messages are of records that no longer exist)."""
+        unfinished = 0
+        blocks = self._blocks
+        while blocks and blocks[-1].base >= offset:
+            unfinished += blocks.pop().states.count(_FETCHED)
+        if blocks:
+            block = blocks[-1]
+            cut = offset - block.base
+            if cut < len(block.states):
+                unfinished += block.states.count(_FETCHED, cut)
+                del block.states[cut:]
+        self._restored.clear()
+        self._claim_at.clear()
+        self._claim_epochs.clear()
+        while self._epoch_at and self._epoch_at[-1] >= offset:
+            self._epoch_at.pop()
+            self._epochs.pop()
+        if offset < self._next:
+            self._next = offset
+        if not blocks and not self._epoch_at and self._base_offset != self._next:
+            self._base_offset = self._next
+            self._base_epoch = UNKNOWN
+        self._version += 1
+        return unfinished
+
+    def _note_epochs(self, epochs: EpochRuns | None, since: int) -> None:
+        """Record the epochs of the newly fetched offsets (those from ``since`` on)."""
+        runs = epochs if epochs else [(since, UNKNOWN)]
+        table = self._epochs
+        for index, (start, epoch) in enumerate(runs):
+            if index + 1 < len(runs) and runs[index + 1][0] <= since:
+                continue
+            if not table or table[-1] != epoch:
+                self._epoch_at.append(max(start, since))
+                table.append(epoch)
+
+    def _trim_epochs(self, commit: int) -> None:
+        """Drop the epochs of offsets below ``commit - 1`` and of claims consumed."""
+        at = self._epoch_at
+        while len(at) > 1 and at[1] <= commit - 1:
+            del at[0]
+            del self._epochs[0]
+        claims = self._claim_at
+        restored = self._restored
+        while len(claims) > 1 and (not restored or claims[1] <= restored[0]):
+            del claims[0]
+            del self._claim_epochs[0]
+
+    def _epoch_before(self, commit: int) -> int:
+        """The epoch of the record at ``commit - 1``, as far as known."""
+        at = bisect_right(self._epoch_at, commit - 1) - 1
+        if at >= 0:
+            return self._epochs[at]
+        return self._base_epoch if commit == self._base_offset else UNKNOWN
+
+    def _claim_epoch(self, offset: int) -> int:
+        at = bisect_right(self._claim_at, offset) - 1
+        return self._claim_epochs[at] if at >= 0 else ANY_EPOCH
+
+    def _regions(self, commit: int, size: int) -> Segments:
+        """The epochs of ``commit + 1 .. commit + size`` as ``(distance, epoch)`` regions:
+        fetched offsets by the records read, restored claims by their own (a version-1
+        claim's as unknown)."""
+        low = commit + 1
+        high = low + size
+        regions: Segments = []
+        fetched_end = min(self._next, high)
+        if low < fetched_end:
+            at = max(0, bisect_right(self._epoch_at, low) - 1)
+            regions.append((0, self._epochs[at] if self._epochs else UNKNOWN))
+            for index in range(at + 1, len(self._epoch_at)):
+                start = self._epoch_at[index]
+                if start >= fetched_end:
+                    break
+                regions.append((start - low, self._epochs[index]))
+        claims_from = max(low, self._next)
+        if self._restored and claims_from < high:
+            at = bisect_right(self._claim_at, claims_from) - 1
+            first = self._claim_epochs[at] if at >= 0 else UNKNOWN
+            regions.append((claims_from - low, UNKNOWN if first == ANY_EPOCH else first))
+            for index in range(at + 1, len(self._claim_at)):
+                start = self._claim_at[index]
+                if start >= high:
+                    break
+                epoch = self._claim_epochs[index]
+                regions.append((start - low, UNKNOWN if epoch == ANY_EPOCH else epoch))
+        return regions
 
     def _advance(self) -> int:
         """Drop the finished prefix and return the commit offset (start must be known)."""
@@ -218,7 +401,11 @@ class PartitionOffsets:
                 return block.base
             blocks.popleft()
         restored = self._restored
-        while restored and restored[0] == self._next:
+        # Claims of a version-1 map count before they are fetched; those with an epoch
+        # only once the record fetched there shows it (see _fetched_one_by_one).
+        while (
+            restored and restored[0] == self._next and self._claim_epoch(restored[0]) == ANY_EPOCH
+        ):
             restored.popleft()
             self._next += 1
         return self._next
@@ -237,11 +424,13 @@ class PartitionOffsets:
             blocks.append(_Block(first, bytearray(run)))
         self._next = first + count
 
-    def _fetched_one_by_one(self, offsets: Sequence[int]) -> set[int]:
+    def _fetched_one_by_one(self, offsets: Sequence[int], epochs: EpochRuns | None) -> set[int]:
         skip: set[int] = set()
         restored = self._restored
         blocks = self._blocks
         following = self._next
+        runs = epochs or [(0, UNKNOWN)]
+        run = 0
         for offset in offsets:
             if offset < following:
                 skip.add(offset)
@@ -249,8 +438,14 @@ class PartitionOffsets:
             state = _FETCHED
             while restored and restored[0] <= offset:
                 if restored.popleft() == offset:
-                    state = _FINISHED
-                    skip.add(offset)
+                    claimed = self._claim_epoch(offset)
+                    while run + 1 < len(runs) and runs[run + 1][0] <= offset:
+                        run += 1
+                    if claimed == ANY_EPOCH or claimed == runs[run][1]:
+                        state = _FINISHED
+                        skip.add(offset)
+                    else:
+                        self._refused.append((offset, claimed, runs[run][1]))
             gap = offset - following
             if blocks and gap <= _MAX_GAP_FILL:
                 states = blocks[-1].states

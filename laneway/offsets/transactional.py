@@ -32,7 +32,7 @@ class TransactionalProgress(OffsetProgress):
     """
 
     def __init__(self, transaction: Transaction, metadata_max_bytes: int) -> None:
-        super().__init__(transaction, metadata_max_bytes)
+        super().__init__(transaction, metadata_max_bytes, transaction.record_epochs)
         self._transaction = transaction
         self._broken: str | None = None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
 from laneway.types import CommitPosition, PartitionId
 
@@ -47,3 +48,9 @@ class Transaction(Protocol):
 
     def close(self) -> None:
         """Abort the open transaction, if any, and release the writer. Idempotent."""
+
+    @property
+    def record_epochs(self) -> RecordEpochs | None:
+        """The epochs of the records its source polls (see
+        :class:`~laneway.offsets.progress.RecordEpochs`), for the progress that commits
+        through this transaction; ``None`` when the source has none."""

@@ -85,7 +85,7 @@ def test_backlog_while_a_key_holds_the_commit_point(
             return (
                 positions.get(0) is not None
                 and len(decode(positions[0].metadata, positions[0].offset)) == 9
-                and positions.get(1) == CommitPosition(5)
+                and positions.get(1) == CommitPosition(5, "", 0)  # generation 0 of record 4
                 and get_backlog(probes.port)["backlog"] == 1
             )
 

@@ -64,7 +64,7 @@ def hold_one_key(path: Path) -> set[tuple[int, int]]:
             and held is not None
             and held.offset == 0
             and held.metadata != ""
-            and positions.get(1) == CommitPosition(5)
+            and positions.get(1) == CommitPosition(5, "", 0)  # generation 0 of record 4
         )
 
     wait_until(committed_everything_but_the_slow_key)

@@ -3,7 +3,7 @@ the log end, and a committed offset past the end, written by another tool (a pla
 confluent-kafka consumer's commit on the real broker, a plain EmbeddedSource's commit on
 the embedded log) or left by a log that lost its tail. The position is checked against the
 end when the partition is assigned, so the records the claims would hide are produced
-after that."""
+after that; the embedded log also drops such claims when they are committed."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from topics import SOURCES, AssignmentListener, EmbeddedTopic, KafkaTopic, LogTo
 
 import laneway
 from laneway.offsets.codec import decode, encode
+from laneway.offsets.log_end import clip
 from laneway.sources.base import Source
 from laneway.sources.embedded.segment import FILE_HEADER
 from laneway.types import CommitPosition, Message
@@ -46,6 +47,9 @@ def hand_commit(topic: LogTopic, offset: int, metadata: str) -> None:
         source.poll(1, 0.0)  # the assignment
         source.commit({(topic.name, 0): CommitPosition(offset, metadata)})
         source.close()
+        # The embedded log keeps no claim at or past its end (Kafka stores what it gets).
+        kept, dropped = clip(metadata, offset, topic.log.end_offsets(topic.name)[0])
+        metadata = kept if dropped else metadata
     assert topic.committed(GROUP)[0] == (offset, metadata)
 
 
@@ -81,8 +85,12 @@ def consume(
     return handled, stats
 
 
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "laneway.offsets.log_end"]
+CHECKERS = ("laneway.offsets.log_end", "laneway.sources.embedded.coordinator")
+"""The loggers of the checks: at assignment (every source), at commit (the embedded log)."""
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture, loggers: tuple[str, ...] = CHECKERS) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name in loggers]
 
 
 @pytest.mark.parametrize("source_kind", SOURCES)
@@ -93,8 +101,8 @@ def test_metadata_claiming_offsets_past_the_end_skips_no_record_written_there(
     topic.produce([(b"k", b"v%d" % i) for i in range(15)])
     # Committed 10; 12 and 13 exist and are claimed finished (kept: skipped); 20-25 do not
     # exist yet (dropped: their records must run when written).
-    hand_commit(topic, 10, encode(10, {12, 13, *range(20, 26)}))
-    with caplog.at_level(logging.WARNING, logger="laneway.offsets.log_end"):
+    with caplog.at_level(logging.WARNING):
+        hand_commit(topic, 10, encode(10, {12, 13, *range(20, 26)}))
         handled, stats = consume(
             topic, lambda: topic.produce([(b"k", b"v%d" % i) for i in range(15, 30)])
         )
@@ -120,7 +128,7 @@ def test_a_committed_offset_past_the_end_neither_skips_nor_loops(
     first = 0 if source_kind == "kafka" else 10
     assert handled == list(range(first, 20)), "skipped or repeated records"
     assert stats.skipped == 0
-    [warning] = warnings_of(caplog)
+    [warning] = warnings_of(caplog, ("laneway.offsets.log_end",))
     assert "the committed offset 1000 is beyond the log end 10" in warning
     assert topic.committed(GROUP)[0] == (20, "")
     again, _ = consume(topic)
@@ -133,7 +141,7 @@ def test_latest_reset_starts_at_the_end_the_partition_had_when_assigned(
 ) -> None:
     topic = KafkaTopic(kafka_bootstrap, 1)
     topic.produce([(b"k", b"old")] * 10)
-    hand_commit(topic, 1000, "")
+    hand_commit(topic, 1000, encode(1000, {1001, 1002}))
     source = laneway.KafkaSource(
         kafka_bootstrap, GROUP, [topic.name], {"auto.offset.reset": "latest"}
     )

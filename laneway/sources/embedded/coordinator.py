@@ -7,11 +7,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import SourceError
-from laneway.offsets.log_end import trusted_position
+from laneway.logs import get_logger
+from laneway.offsets.log_end import clip, describe_ranges, trusted_position
 from laneway.sources.embedded.group import Group, Member
 from laneway.sources.embedded.partition import PartitionLog
 from laneway.sources.embedded.segment import LogDirectory
 from laneway.types import CommitPosition, Message, PartitionId
+
+logger = get_logger(__name__)
 
 Events = tuple[list[PartitionId], list[PartitionId], dict[PartitionId, CommitPosition | None]]
 
@@ -227,11 +230,34 @@ class GroupCoordinator:
                 f"{member.group!r} (revoked, lost or never assigned): {fenced}"
             )
         commits = self._commits.setdefault(member.group, {})
-        commits.update(positions)
+        commits.update({pid: self._claims_checked(member, pid, p) for pid, p in positions.items()})
         for topic, partition in positions:
             self.refloor_locked(self._topics[topic][partition])
         version = self._versions[member.group] = self._versions.get(member.group, 0) + 1
         return dict(commits), version
+
+    def _claims_checked(
+        self, member: Member, pid: PartitionId, position: CommitPosition
+    ) -> CommitPosition:
+        """``position`` without the finished offsets its metadata claims at or past the
+        partition's end: no record is there yet, and the one written there later must not
+        count as done (laneway never claims such offsets; a hand-made commit may)."""
+        if not position.metadata:
+            return position
+        end = self._topics[pid[0]][pid[1]].end
+        metadata, dropped = clip(position.metadata, position.offset, end)
+        if not dropped:
+            return position
+        logger.warning(
+            "embedded:%s: %s[%d]: a commit claims %s finished at or past the log end %d, where "
+            "no record exists yet; dropped from its metadata",
+            member.group,
+            pid[0],
+            pid[1],
+            describe_ranges(dropped),
+            end,
+        )
+        return CommitPosition(position.offset, metadata, position.leader_epoch)
 
     def persist(self, member: Member, saved: tuple[dict[PartitionId, CommitPosition], int]) -> None:
         """Write a commit to the log directory (durable mode; the lock is not held)."""

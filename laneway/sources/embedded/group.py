@@ -19,7 +19,7 @@ its lock. The protocol mirrors Kafka's cooperative-sticky rebalancing:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from laneway.sources.embedded.partition import PartitionLog
 from laneway.types import Message, PartitionId
@@ -118,6 +118,25 @@ class Member:
                     still.append((pid, part))
             pending = still
         return batch
+
+
+class GenerationEpochs:
+    """The generations of the records a member polls (the
+    :class:`~laneway.offsets.progress.RecordEpochs` of an embedded-log source): looked up
+    by offset in the partition's generations, so the batch itself need not be kept."""
+
+    __slots__ = ("_member",)
+
+    def __init__(self, member: Member) -> None:
+        self._member = member
+
+    def runs(self, start: int, messages: Sequence[Message]) -> list[tuple[int, int]] | None:
+        if not messages:
+            return None
+        part = self._member.owned.get((messages[0].topic, messages[0].partition))
+        if part is None:
+            return None
+        return part.generation_runs(messages[0].offset, messages[-1].offset)
 
 
 class Group:

@@ -16,7 +16,7 @@ from laneway.options import WhenFull, choice, seconds, whole_number
 from laneway.results import Produce
 from laneway.sources.embedded.appender import Appender
 from laneway.sources.embedded.coordinator import GroupCoordinator
-from laneway.sources.embedded.group import Member
+from laneway.sources.embedded.group import GenerationEpochs, Member
 from laneway.sources.embedded.partition import PartitionLog
 from laneway.sources.embedded.partitioner import partition_for_key
 from laneway.sources.embedded.producer import EmbeddedProducer
@@ -118,8 +118,8 @@ class EmbeddedLog:
             if self._directory is None:
                 parts.append(PartitionLog(name, p))
             else:
-                file, records, start = self._directory.open_partition(name, p)
-                parts.append(PartitionLog(name, p, records, start, file))
+                file, records, start, generations = self._directory.open_partition(name, p)
+                parts.append(PartitionLog(name, p, records, start, file, generations))
         self._counts[name] = count
         self._round_robin[name] = 0
 
@@ -291,7 +291,7 @@ class EmbeddedLog:
                 "exactly_once=True needs an EmbeddedLog without capacity: a transaction "
                 "cannot wait for room while it holds the log"
             )
-        return EmbeddedTransaction(partial(self._transact, member))
+        return EmbeddedTransaction(partial(self._transact, member), GenerationEpochs(member))
 
     def _transact(
         self,

@@ -16,9 +16,14 @@ class PartitionLog:
     dropped (``when_full="drop_oldest"``) and are no longer returned. They are released from
     the list in chunks — once at least half the list or 4096 records are below ``start`` — so
     trimming costs amortized O(1) per record while ``read`` stays a plain list slice.
+
+    ``generations`` are the log's epochs: ``(first offset, generation)``, the generation
+    growing by one each time the partition's file lost its tail (cut on open): the records
+    written from then on are of the new generation (see
+    :mod:`laneway.sources.embedded.segment`). In memory, generation 0 throughout.
     """
 
-    __slots__ = ("base", "file", "partition", "records", "start", "topic")
+    __slots__ = ("base", "file", "generations", "partition", "records", "start", "topic")
 
     def __init__(
         self,
@@ -27,6 +32,7 @@ class PartitionLog:
         records: list[Message] | None = None,
         start: int = 0,
         file: PartitionFile | None = None,
+        generations: list[tuple[int, int]] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -34,7 +40,22 @@ class PartitionLog:
         self.base = self.records[0].offset if self.records else 0
         self.start = self.base
         self.file = file
+        self.generations: list[tuple[int, int]] = generations or [(0, 0)]
         self.advance_start(start)
+
+    def generation_runs(self, first: int, last: int) -> list[tuple[int, int]]:
+        """The generations of offsets ``first .. last``: ``(first offset, generation)``."""
+        runs: list[tuple[int, int]] = []
+        for index, (start, generation) in enumerate(self.generations):
+            following = (
+                self.generations[index + 1][0] if index + 1 < len(self.generations) else None
+            )
+            if following is not None and following <= first:
+                continue
+            if start > last:
+                break
+            runs.append((max(start, first), generation))
+        return runs
 
     @property
     def end(self) -> int:

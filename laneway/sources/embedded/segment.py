@@ -6,6 +6,8 @@ Layout of the log directory::
     <path>/@meta/topics.json         {"format": 1, "topics": {"orders": 8, ...}}
     <path>/@meta/groups/<name>.json  committed offsets + metadata of one consumer group
     <path>/<topic>/<partition>.log   the records of one partition, append-only
+    <path>/<topic>/<partition>.generations.json
+                                     its generations, once its tail was ever cut
 
 (``@`` cannot occur in a topic name, so metadata never collides with a topic directory.)
 
@@ -17,6 +19,13 @@ with buffered appends and flushed to the OS after every produce call (a process 
 nothing that was acknowledged; a power loss may lose the unsynced tail). A torn tail — a
 truncated frame or a CRC mismatch — is cut off on open with a warning. JSON files are
 replaced atomically (write a temporary file, fsync, rename, fsync the directory).
+
+Generations. Records appended after a cut take the offsets of records that were lost, so an
+offset alone no longer names one record. Each cut therefore starts a new *generation* of
+the partition at the offset it was cut at (``{"format": 1, "generations": [[offset,
+generation], ...]}``, generation 0 from offset 0 when the file is absent), written before
+the file is cut: the epochs a consumer checks commit metadata against (see
+:mod:`laneway.offsets.tracker`). Older releases ignore that file.
 """
 
 from __future__ import annotations
@@ -154,8 +163,9 @@ class PartitionFile:
     @classmethod
     def open(
         cls, path: Path, topic: str, partition: int
-    ) -> tuple[PartitionFile, list[Message], int]:
-        """Open (or create) ``path``; return the file, its records and the log start offset."""
+    ) -> tuple[PartitionFile, list[Message], int, list[tuple[int, int]]]:
+        """Open (or create) ``path``; return the file, its records, the log start offset and
+        the partition's generations (a new one begins where a torn tail is cut)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         data = path.read_bytes() if path.exists() else b""
         records: list[Message] = []
@@ -170,19 +180,27 @@ class PartitionFile:
             )
         else:
             records, start, good = _recover(data, path, topic, partition)
+        generations = _load_generations(path)
         if good < len(data):
+            end = records[-1].offset + 1 if records else 0
+            generation = generations[-1][1] + 1
             logger.warning(
-                "%s: cut %d bytes of torn or corrupt tail (kept %d records)",
+                "%s: cut %d bytes of torn or corrupt tail (kept %d records); records from "
+                "offset %d on are of generation %d",
                 path,
                 len(data) - good,
                 len(records),
+                end,
+                generation,
             )
+            generations.append((end, generation))
+            _write_atomic(_generations_path(path), _generations_document(generations))
             os.truncate(path, good)
         handle = open(path, "ab")  # noqa: SIM115 - owned by the PartitionFile, closed in close()
         if good == 0:
             handle.write(FILE_HEADER)
             handle.flush()
-        return cls(path, handle), records, start
+        return cls(path, handle), records, start, generations
 
     def write(self, frame: bytes) -> None:
         self._handle.write(frame)
@@ -192,6 +210,26 @@ class PartitionFile:
 
     def close(self) -> None:
         self._handle.close()
+
+
+def _generations_path(log_path: Path) -> Path:
+    return log_path.with_name(log_path.stem + ".generations.json")
+
+
+def _generations_document(generations: list[tuple[int, int]]) -> bytes:
+    return json.dumps({"format": 1, "generations": [list(g) for g in generations]}).encode()
+
+
+def _load_generations(log_path: Path) -> list[tuple[int, int]]:
+    """The generations recorded beside a partition file (``[(0, 0)]`` when none)."""
+    try:
+        document = json.loads(_generations_path(log_path).read_text())
+        found = [(int(offset), int(generation)) for offset, generation in document["generations"]]
+    except FileNotFoundError:
+        return [(0, 0)]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptLogError(f"{_generations_path(log_path)} cannot be read: {exc}") from exc
+    return found or [(0, 0)]
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -254,8 +292,10 @@ class LogDirectory:
         for path in sorted((self._meta / "groups").glob("*.json")):
             document = json.loads(path.read_text())
             groups[str(document["group"])] = {
-                (str(topic), int(partition)): CommitPosition(int(offset), str(metadata))
-                for topic, partition, offset, metadata in document["offsets"]
+                (str(entry[0]), int(entry[1])): CommitPosition(
+                    int(entry[2]), str(entry[3]), None if len(entry) < 5 else int(entry[4])
+                )
+                for entry in document["offsets"]
             }
         return groups
 
@@ -263,7 +303,10 @@ class LogDirectory:
         self, group: str, commits: Mapping[PartitionId, CommitPosition], version: int
     ) -> None:
         """Replace the group's commit file, unless a newer ``version`` was written already."""
-        offsets = [[t, p, c.offset, c.metadata] for (t, p), c in sorted(commits.items())]
+        offsets = [
+            [t, p, c.offset, c.metadata, *([] if c.leader_epoch is None else [c.leader_epoch])]
+            for (t, p), c in sorted(commits.items())
+        ]
         document = {"format": FORMAT_VERSION, "group": group, "offsets": offsets}
         with self._write_lock:
             if self._written.get(group, -1) >= version:
@@ -275,7 +318,7 @@ class LogDirectory:
 
     def open_partition(
         self, topic: str, partition: int
-    ) -> tuple[PartitionFile, list[Message], int]:
+    ) -> tuple[PartitionFile, list[Message], int, list[tuple[int, int]]]:
         return PartitionFile.open(self.root / topic / f"{partition}.log", topic, partition)
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from laneway.producing.producer import Producer
 from laneway.producing.transactions import Transaction
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.embedded.coordinator import GroupCoordinator
-from laneway.sources.embedded.group import Member
+from laneway.sources.embedded.group import GenerationEpochs, Member
 from laneway.types import CommitPosition, Message, PartitionId
 
 EMBEDDED_LOG = SourceCapabilities(transactions=True)
@@ -79,8 +79,9 @@ class EmbeddedSource:
         return EMBEDDED_LOG
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
-        """Progress by committed offsets, through :meth:`commit`."""
-        return OffsetProgress(self, config.metadata_max_bytes)
+        """Progress by committed offsets, through :meth:`commit`, checked against the
+        generations of the records polled."""
+        return OffsetProgress(self, config.metadata_max_bytes, GenerationEpochs(self._member))
 
     def open(self, listener: RebalanceListener) -> None:
         if self._closed:

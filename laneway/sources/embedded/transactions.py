@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import LanewayError, TransactionError
+from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
 from laneway.types import CommitPosition, PartitionId
 
@@ -28,9 +29,15 @@ class EmbeddedTransaction:
     holding the lock.
     """
 
-    def __init__(self, transact: Transact) -> None:
+    def __init__(self, transact: Transact, record_epochs: RecordEpochs | None = None) -> None:
         self._transact = transact
+        self._record_epochs = record_epochs
         self._records: list[Produce] = []
+
+    @property
+    def record_epochs(self) -> RecordEpochs | None:
+        """The generations of the records the member polls."""
+        return self._record_epochs
 
     def produce(self, record: Produce) -> None:
         self._records.append(record)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from laneway.logs import get_logger
 from laneway.sources.base import RebalanceListener
-from laneway.sources.kafka.positions import committed_positions
+from laneway.sources.kafka.client_logs import describe
+from laneway.sources.kafka.positions import committed_partition, committed_positions
 from laneway.sources.kafka.starts import trusted_starts
 from laneway.sources.kafka.topic_watch import TopicWatch
-from laneway.types import PartitionId
+from laneway.types import CommitPosition, PartitionId
 
 # The source's own logger: these lines are about the KafkaSource, not this helper.
 logger = get_logger("laneway.sources.kafka.source")
@@ -65,6 +66,7 @@ class Assignment:
             # librdkafka keeps a partition's pause flag across unassign/assign; a partition
             # newly assigned to this member starts unpaused, as the listener expects.
             consumer.resume(start)
+            self._validate(consumer, start, positions)
         self.owned.update(positions)
         if self.watch is not None:
             self.watch.assigned({topic for topic, _ in positions})
@@ -76,6 +78,37 @@ class Assignment:
         if positions and self.listener is not None:
             logger.debug("%s: assigned %s", self._name, sorted(positions))
             self.listener.on_assigned(positions)
+
+    def _validate(
+        self,
+        consumer: Consumer,
+        start: list[TopicPartition],
+        positions: dict[PartitionId, CommitPosition | None],
+    ) -> None:
+        """Seek each partition whose committed position carries a leader epoch to it again,
+        with the epoch: librdkafka validates a position it seeks to (KIP-320: it asks the
+        leader where that epoch ends) but not one it is assigned at, and moves back to where
+        the logs part when the log was cut below the position and written again (records
+        there would be skipped otherwise). The offset progress then sees records below the
+        committed offset of a newer epoch and processes them (see
+        :meth:`~laneway.offsets.tracker.PartitionOffsets.diverges`)."""
+        for tp in start:
+            position = positions.get((tp.topic, tp.partition))
+            if position is None or position.leader_epoch is None or tp.offset < 0:
+                continue
+            try:
+                consumer.seek(committed_partition((tp.topic, tp.partition), position))
+            except KafkaException as exc:
+                logger.warning(
+                    "%s: %s[%d] starts at %d unvalidated (seek with its leader epoch %d "
+                    "failed: %s)",
+                    self._name,
+                    tp.topic,
+                    tp.partition,
+                    tp.offset,
+                    position.leader_epoch,
+                    describe(exc),
+                )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._give_up(partitions, lost=False)

@@ -1,18 +1,23 @@
-"""How a confluent-kafka record becomes a laneway :class:`~laneway.types.Message`.
+"""How a confluent-kafka record becomes a laneway :class:`~laneway.types.Message`, and the
+leader epochs of the records a poll returned.
 
 Shared by the consumer-group source and the share-group source. This loop runs for every
 record a consumer reads, so it builds each Message with ``tuple.__new__`` (one C call, no
-Python-level ``__new__``) and reads each field once.
+Python-level ``__new__``) and reads each field once. The leader epoch is not read per
+record: :class:`PolledEpochs` reads it of the first and last record of each partition's
+share of a batch, and of every record only where those two differ (a leader change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 
 from confluent_kafka import KafkaError
 from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import AccessDeniedError
+from laneway.offsets.claim_epochs import UNKNOWN, EpochRuns
 from laneway.sources.kafka.denials import is_permanent
 from laneway.types import Message
 
@@ -60,3 +65,75 @@ def messages_of(
             )
         )
     return messages
+
+
+class PolledEpochs:
+    """The leader epochs of the records a consumer's last polls returned (the
+    :class:`~laneway.offsets.progress.RecordEpochs` of a
+    :class:`~laneway.sources.kafka.source.KafkaSource`).
+
+    The source hands it each batch as librdkafka returned it with the Messages made of it
+    (:meth:`polled`); the offset progress asks for the epochs of one partition's messages
+    (:meth:`runs`). A record's epoch is the one its leader wrote it in
+    (``Message.leader_epoch()``: the record batch's partition leader epoch, KIP-320); ``-1``
+    where librdkafka does not know. The messages are found by identity: at the index the
+    consumer's control loop passes (it hands each poll on as it came), else among the
+    last eight polls that returned messages (a caller that sorted or gathered them); messages found
+    in neither have no known epochs.
+    """
+
+    __slots__ = ("_polls",)
+
+    KEPT_POLLS = 8
+
+    def __init__(self) -> None:
+        self._polls: deque[tuple[list[KafkaMessage], list[Message]]] = deque(maxlen=self.KEPT_POLLS)
+
+    def polled(self, batch: list[KafkaMessage], messages: list[Message]) -> None:
+        """The raw ``batch`` a poll made ``messages`` of (its error events skipped)."""
+        if not messages:
+            return
+        raw = batch if len(batch) == len(messages) else [m for m in batch if m.error() is None]
+        self._polls.append((raw, messages))
+
+    def runs(self, start: int, messages: Sequence[Message]) -> EpochRuns | None:
+        if not messages or not self._polls:
+            return None
+        raw, polled = self._polls[-1]
+        end = start + len(messages) - 1
+        if end < len(polled) and polled[start] is messages[0] and polled[end] is messages[-1]:
+            first, last = _epoch(raw[start]), _epoch(raw[end])
+            if first == last:  # epochs only grow along a partition's offsets
+                return [(messages[0].offset, first)]
+            records = raw[start : end + 1]
+        else:
+            found = self._find(messages)
+            if found is None:
+                return None
+            records = found
+        runs: EpochRuns = []
+        for record, message in zip(records, messages, strict=True):
+            epoch = _epoch(record)
+            if not runs or runs[-1][1] != epoch:
+                runs.append((message.offset, epoch))
+        return runs
+
+    def _find(self, messages: Sequence[Message]) -> list[KafkaMessage] | None:
+        """The raw record of each of ``messages`` in the kept polls, else ``None``."""
+        where = {
+            id(message): record
+            for raw, polled in self._polls
+            for record, message in zip(raw, polled, strict=True)
+        }
+        records: list[KafkaMessage] = []
+        for message in messages:
+            record = where.get(id(message))
+            if record is None:
+                return None
+            records.append(record)
+        return records
+
+
+def _epoch(record: KafkaMessage) -> int:
+    epoch = record.leader_epoch()
+    return UNKNOWN if epoch is None else epoch

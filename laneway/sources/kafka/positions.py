@@ -39,9 +39,19 @@ def committed_positions(
                 f"failed: {describe_error(tp.error)}"
             )
         positions[(tp.topic, tp.partition)] = (
-            CommitPosition(tp.offset, tp.metadata or "") if tp.offset >= 0 else None
+            CommitPosition(tp.offset, tp.metadata or "", tp.leader_epoch)
+            if tp.offset >= 0
+            else None
         )
     return positions
+
+
+def committed_partition(pid: PartitionId, position: CommitPosition) -> TopicPartition:
+    """The TopicPartition that commits ``position`` of ``pid``: offset, metadata and the
+    leader epoch of the record before the offset (Kafka's committed leader epoch, which
+    librdkafka validates when it seeks there: KIP-320), when known."""
+    epoch = -1 if position.leader_epoch is None else position.leader_epoch
+    return TopicPartition(pid[0], pid[1], position.offset, position.metadata, epoch)
 
 
 def unread_counts(

@@ -23,8 +23,8 @@ from laneway.sources.kafka.client_logs import (
 )
 from laneway.sources.kafka.commits import commit_offsets
 from laneway.sources.kafka.denials import Refusals
-from laneway.sources.kafka.messages import messages_of
-from laneway.sources.kafka.positions import cached_log_ends, unread_counts
+from laneway.sources.kafka.messages import PolledEpochs, messages_of
+from laneway.sources.kafka.positions import cached_log_ends, committed_partition, unread_counts
 from laneway.sources.kafka.producer import KafkaProducer
 from laneway.sources.kafka.topic_watch import TopicWatch
 from laneway.sources.kafka.transactions import (
@@ -127,6 +127,7 @@ class KafkaSource:
         lose = self._assignment.lose_topics
         self._watch = TopicWatch(self._name, self._topics, settings.wait_for_topics, lose)
         self._assignment.watch = self._watch
+        self._epochs = PolledEpochs()
         self._closed = False
 
     @property
@@ -164,6 +165,7 @@ class KafkaSource:
             self._name,
             self._transaction_config,
             group=self._settings.group,
+            record_epochs=self._epochs,
         )
 
     @property
@@ -177,8 +179,9 @@ class KafkaSource:
         return self._watch.waiting()
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
-        """Progress by committed offsets, through :meth:`commit`."""
-        return OffsetProgress(self, config.metadata_max_bytes)
+        """Progress by committed offsets, through :meth:`commit`, checked against the leader
+        epochs of the records polled (see :class:`~laneway.sources.kafka.messages.PolledEpochs`)."""
+        return OffsetProgress(self, config.metadata_max_bytes, self._epochs)
 
     def bound_prefetch(self, max_bytes: int) -> None:
         """Size librdkafka's prefetch for ``max_bytes`` (see
@@ -259,7 +262,9 @@ class KafkaSource:
             raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
         if self._errors.denied is not None:  # reported to error_cb inside consume()
             raise AccessDeniedError(str(self._errors.denied))
-        return messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
+        messages = messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
+        self._epochs.polled(batch, messages)
+        return messages
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         """Commit ``positions`` synchronously; any failed partition raises :class:`SourceError`.
@@ -275,10 +280,7 @@ class KafkaSource:
         foreign = sorted(set(positions) - self._assignment.owned)
         if foreign:
             raise SourceError(f"{self._name}: cannot commit partitions not owned: {foreign}")
-        offsets = [
-            TopicPartition(topic, partition, pos.offset, metadata=pos.metadata)
-            for (topic, partition), pos in positions.items()
-        ]
+        offsets = [committed_partition(pid, pos) for pid, pos in positions.items()]
         try:
             results = commit_offsets(self._consumer, offsets)
         except KafkaException as exc:

@@ -31,11 +31,12 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import AccessDeniedError, ConfigError, TransactionError
 from laneway.logs import get_logger
+from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
 from laneway.sources.kafka.client_logs import (
     client_logging,
@@ -44,6 +45,7 @@ from laneway.sources.kafka.client_logs import (
     kafka_error,
 )
 from laneway.sources.kafka.denials import Access, Request, is_permanent
+from laneway.sources.kafka.positions import committed_partition
 from laneway.sources.kafka.producer import PRODUCER_MAX_BYTES, send
 from laneway.types import CommitPosition, PartitionId
 
@@ -154,6 +156,7 @@ class KafkaTransaction:
         name: str,
         overrides: Mapping[str, object] | None = None,
         group: str = "",
+        record_epochs: RecordEpochs | None = None,
     ) -> None:
         settings = {
             **connection,
@@ -184,6 +187,7 @@ class KafkaTransaction:
                 f"{settings['transaction.timeout.ms']}; set it in the config to change it)"
             ) from exc
         self._consumer = consumer
+        self._record_epochs = record_epochs
         self._ready = False
         self._open = False
         self._failed: str | None = None
@@ -193,6 +197,11 @@ class KafkaTransaction:
     @property
     def transactional_id(self) -> str:
         return self._id
+
+    @property
+    def record_epochs(self) -> RecordEpochs | None:
+        """The leader epochs of the records the member's consumer polls."""
+        return self._record_epochs
 
     @property
     def client_config(self) -> dict[str, object]:
@@ -224,10 +233,7 @@ class KafkaTransaction:
             if self._denied is not None:
                 raise self._denied
             raise TransactionError(f"{self._id}: aborted, {failed}")
-        offsets = [
-            TopicPartition(topic, partition, position.offset, metadata=position.metadata)
-            for (topic, partition), position in positions.items()
-        ]
+        offsets = [committed_partition(pid, position) for pid, position in positions.items()]
         try:
             if offsets:
                 metadata = self._consumer.consumer_group_metadata()

@@ -7,7 +7,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from laneway.offsets.codec import decode, encode, max_span
+from laneway.offsets.claim_epochs import MAX_EPOCH
+from laneway.offsets.codec import decode, encode, encode_window, max_span
 from laneway.offsets.tracker import PartitionOffsets
 from laneway.types import CommitPosition
 
@@ -166,9 +167,9 @@ def test_finishing_is_idempotent_but_unfetched_offsets_are_refused() -> None:
 
 
 def test_the_dispatch_limit_keeps_the_metadata_under_the_cap() -> None:
-    max_bytes = 60  # 26 header bytes + 34 base64 characters: a 25-byte bitset
+    max_bytes = 60  # 37 header bytes (one epoch) + 23 base64 characters: a 17-byte bitset
     span = max_span(max_bytes)
-    assert span == 200
+    assert span == 136
     t = PartitionOffsets(CommitPosition(10**18), max_bytes)
     t.fetched(list(range(10**18, 10**18 + 1000)))
     assert t.dispatch_limit == 10**18 + span
@@ -181,7 +182,9 @@ def test_the_dispatch_limit_keeps_the_metadata_under_the_cap() -> None:
     # One more beyond the limit would not fit; the tracker leaves it out instead.
     t.finished([10**18 + span + 1])
     assert t.position() == position
-    assert len(encode(10**18, finished_in(position, max_bytes) | {10**18 + span + 1})) > max_bytes
+    beyond = sorted(finished_in(position, max_bytes) | {10**18 + span + 1})
+    window = bytes(1 if 10**18 + 1 + i in beyond else 0 for i in range(span + 1))
+    assert len(encode_window(10**18, window, [(0, MAX_EPOCH)])) > max_bytes
     t.finished([10**18, 10**18 + 1])
     assert t.commit_offset == 10**18 + 3
     assert t.dispatch_limit == 10**18 + 3 + span
