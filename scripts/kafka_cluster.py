@@ -186,11 +186,13 @@ class Cluster:
         return float(os.environ.get("LANEWAY_KAFKA_START_TIMEOUT", "120"))
 
     def wait_all(self, nodes: list[Node], children: list[subprocess.Popen[bytes]]) -> None:
-        """Wait until every node answers and lists all the others as brokers (registered
-        and unfenced with the controller quorum)."""
+        """Wait until every node of ``nodes`` answers and lists itself and every other node
+        that runs (not frozen, not down) as brokers: registered and unfenced with the
+        controller quorum."""
         base = self.base
         deadline = time.monotonic() + self.timeout_s()
-        wanted = {n.id for n in self.nodes()}
+        starting = {n.id for n in nodes}
+        wanted = {n.id for n in self.nodes() if n.id in starting or self.state(n) == "running"}
         while True:
             for node, child in zip(nodes, children, strict=True):
                 if child.poll() is not None:
@@ -301,7 +303,8 @@ class Cluster:
 
     def restart(self, node_id: str) -> str:
         """Stop broker ``node_id`` if it runs (a frozen one too), start it again on its
-        storage and ports, and wait until it answers with the whole cluster listed."""
+        storage and ports, and wait until it answers with itself and the other running
+        brokers listed."""
         base = self.base
         node = self.node(node_id)
         with base.state_lock():

@@ -141,7 +141,7 @@ class KafkaCluster:
     def elect_unclean(self, topic: str, partition: int) -> None:
         """Ask for an unclean election of the partition (an out-of-sync replica may lead)."""
         self.admin.elect_leaders(ElectionType.UNCLEAN, [Partition(topic, partition)]).result(
-            timeout=30
+            timeout=10
         )
 
     def group_coordinator(self, group: str) -> int:
