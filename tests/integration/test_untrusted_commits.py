@@ -7,6 +7,7 @@ after that; the embedded log also drops such claims when they are committed."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -19,10 +20,10 @@ from confluent_kafka import Consumer, TopicPartition
 from topics import SOURCES, AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
-from laneway.offsets.codec import decode, encode
+from laneway.offsets.codec import decode, encode, encode_window
 from laneway.offsets.log_end import clip
 from laneway.sources.base import Source
-from laneway.sources.embedded.segment import FILE_HEADER
+from laneway.sources.embedded.segment import FILE_HEADER, LogDirectory
 from laneway.types import CommitPosition, Message
 
 GROUP = "untrusted"
@@ -177,8 +178,11 @@ def test_an_embedded_log_that_lost_its_tail_skips_nothing_written_after(
             handle_signals=False,
         ).run(idle_timeout=1.0)
         assert handled == [b"new%d" % i for i in range(15, 25)], "records after the cut skipped"
-        assert log.committed(GROUP, "orders")[0].offset == 25
+        assert log.committed(GROUP, "orders")[0] == CommitPosition(25, "", 1)
     assert "the committed offset 20 is beyond the log end 15" in caplog.text
+    # No torn frame showed the loss; the commit past the end did: a new generation.
+    generations = json.loads((tmp_path / "orders" / "0.generations.json").read_text())
+    assert generations["generations"] == [[0, 0], [15, 1]]
 
 
 @pytest.mark.parametrize("source_kind", SOURCES)
@@ -202,3 +206,40 @@ def frame_starts(data: bytes) -> list[int]:
         starts.append(position)
         position += 8 + int.from_bytes(data[position : position + 4], "little")
     return starts
+
+
+def test_a_claim_of_an_older_generation_skips_no_record_written_after_the_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The embedded log's epochs: a cut tail starts a generation. A claim made before the
+    # cut (generation 0) about an offset written again after it (generation 1) names a
+    # record that is gone: the record there now is processed; one below the cut stands.
+    with laneway.EmbeddedLog(path=tmp_path) as log:
+        log.create_topic("orders", partitions=1)
+        for i in range(10):
+            log.produce("orders", b"old%d" % i, key=b"k%d" % i)
+    segment = tmp_path / "orders" / "0.log"
+    data = segment.read_bytes()
+    segment.write_bytes(data[: frame_starts(data)[7] + 5])  # records 7-9 lost, 7 torn
+    with caplog.at_level(logging.WARNING), laneway.EmbeddedLog(path=tmp_path) as log:
+        assert "records from offset 7 on are of generation 1" in caplog.text
+        for i in range(7, 12):
+            log.produce("orders", b"new%d" % i, key=b"k%d" % i)
+    generations = json.loads((tmp_path / "orders" / "0.generations.json").read_text())
+    assert generations["generations"] == [[0, 0], [7, 1]]
+    # A commit written before the cut (as a member that claimed 6 and 8 would have left it).
+    claims = encode_window(5, bytes([1, 0, 1]), [(0, 0)])
+    directory = LogDirectory(tmp_path)
+    directory.save_commits(GROUP, {("orders", 0): CommitPosition(5, claims, 0)}, 1)
+    directory.close()
+    handled: list[tuple[int, bytes | None]] = []
+    with caplog.at_level(logging.WARNING), laneway.EmbeddedLog(path=tmp_path) as log:
+        stats = laneway.Consumer(
+            log.subscribe(["orders"], group=GROUP),
+            lambda m: handled.append((m.offset, m.value)),
+            handle_signals=False,
+        ).run(idle_timeout=1.0)
+        assert log.committed(GROUP, "orders")[0] == CommitPosition(12, "", 1)
+    assert handled == [(5, b"old5"), *((i, b"new%d" % i) for i in range(7, 12))]
+    assert stats.skipped == 1  # 6: its record is the one the claim was made about
+    assert "claims 1 offset(s) finished (first 8, read in epoch 0)" in caplog.text

@@ -106,9 +106,13 @@ class GroupCoordinator:
         """The partition was read from disk, maybe without its unsynced tail (cut off on
         open): a restored commit beyond its end becomes the end (every record the log kept
         was committed), and finished offsets at or past the end leave the metadata (see
-        :mod:`laneway.offsets.log_end`), before anything is written there again."""
+        :mod:`laneway.offsets.log_end`), before anything is written there again. Either
+        shows the log lost records: those written from the end on are of a new generation
+        (see :meth:`PartitionLog.begin_generation
+        <laneway.sources.embedded.partition.PartitionLog.begin_generation>`)."""
         pid = (part.topic, part.partition)
         self._unchecked.discard(pid)
+        lost = False
         for group, positions in self._commits.items():
             position = positions.get(pid)
             if position is None:
@@ -116,7 +120,10 @@ class GroupCoordinator:
             where = f"embedded:{group}: {part.topic}[{part.partition}]"
             fallback = f"the group is at the end, {part.end}, which it had committed past"
             trusted = trusted_position(where, position, part.end, fallback)
+            lost = lost or trusted is not position
             positions[pid] = CommitPosition(part.end) if trusted is None else trusted
+        if lost:
+            part.begin_generation()
 
     def close_locked(self) -> None:
         self._closed = True

@@ -43,6 +43,18 @@ class PartitionLog:
         self.generations: list[tuple[int, int]] = generations or [(0, 0)]
         self.advance_start(start)
 
+    def begin_generation(self) -> None:
+        """Records from the end on are of a new generation (the log lost records that were
+        there: see :meth:`GroupCoordinator.refloor_locked
+        <laneway.sources.embedded.coordinator.GroupCoordinator.refloor_locked>`), unless the
+        latest generation has no record yet. Durable logs write it down first."""
+        start, generation = self.generations[-1]
+        if start == self.end:
+            return
+        self.generations.append((self.end, generation + 1))
+        if self.file is not None:
+            self.file.save_generations(self.generations)
+
     def generation_runs(self, first: int, last: int) -> list[tuple[int, int]]:
         """The generations of offsets ``first .. last``: ``(first offset, generation)``."""
         runs: list[tuple[int, int]] = []

@@ -24,8 +24,11 @@ Generations. Records appended after a cut take the offsets of records that were 
 offset alone no longer names one record. Each cut therefore starts a new *generation* of
 the partition at the offset it was cut at (``{"format": 1, "generations": [[offset,
 generation], ...]}``, generation 0 from offset 0 when the file is absent), written before
-the file is cut: the epochs a consumer checks commit metadata against (see
-:mod:`laneway.offsets.tracker`). Older releases ignore that file.
+the file is cut; a tail lost at a frame boundary (no torn frame to see) starts one too,
+once a group's commit shows records beyond the end (see
+:class:`~laneway.sources.embedded.coordinator.GroupCoordinator`). These are the epochs a
+consumer checks commit metadata against (see :mod:`laneway.offsets.tracker`). Older
+releases ignore the file.
 """
 
 from __future__ import annotations
@@ -201,6 +204,10 @@ class PartitionFile:
             handle.write(FILE_HEADER)
             handle.flush()
         return cls(path, handle), records, start, generations
+
+    def save_generations(self, generations: list[tuple[int, int]]) -> None:
+        """Replace the partition's generations file (atomically)."""
+        _write_atomic(_generations_path(self.path), _generations_document(generations))
 
     def write(self, frame: bytes) -> None:
         self._handle.write(frame)
