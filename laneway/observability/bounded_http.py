@@ -6,8 +6,11 @@ every connection a thread for as long as the connection stays open, and reads as
 request as it is sent: 300 connections that say nothing hold 300 threads, forever
 (measured on prometheus-client's ``start_http_server``). Here a server holds at most
 ``limit`` connections (one more is answered 503 at once and closed), each for at most
-``timeout`` seconds, reads at most :data:`MAX_REQUEST_BYTES` of a request, and answers
-any method but GET with 405. A probe or a scraper needs one or two connections.
+``timeout`` seconds *from accept* (a deadline, not a socket timeout, which a client
+sending a byte a second would restart forever), reads at most :data:`MAX_REQUEST_BYTES`
+of a request, and answers any method but GET with 405. A probe or a scraper needs one or
+two connections. A client that goes away before its answer is logged at DEBUG through
+laneway's logging, not as a traceback on stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import http.client
 import io
 import socket
+import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,8 +33,9 @@ MAX_CONNECTIONS = 16
 """Connections served at once (a thread each); one more is answered 503 at once and
 closed. Probes and scrapers need one or two."""
 REQUEST_TIMEOUT = 5.0
-"""Seconds a connection may take to send its request (and to take the answer) before it
-is closed, so a client that connects and says nothing does not hold a thread."""
+"""Seconds from accept within which a connection must send its request and take the
+answer, else it is closed: a client that connects and says nothing, or says it slowly,
+does not hold a thread."""
 MAX_REQUEST_BYTES = 8_192
 """The most a request's line and headers may hold; more is answered 414 or 431."""
 
@@ -90,6 +96,17 @@ class BoundedServer(ThreadingHTTPServer):
             self.active -= 1
         self._slots.release()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that failed: a client that went away (or ran out of time) before its
+        answer at DEBUG, anything else as a WARNING with its traceback, both through
+        laneway's logging (its format and level) instead of ``socketserver``'s print to
+        stderr."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            log.debug("%s: a client went away before its answer: %s", type(self).__name__, error)
+        else:
+            log.warning("%s: a request failed", type(self).__name__, exc_info=True)
+
 
 def _refuse(request: socket.socket) -> None:
     """Tell a connection over the limit why it is closed, without waiting for it."""
@@ -102,13 +119,16 @@ def _refuse(request: socket.socket) -> None:
 
 class BoundedRequest(BaseHTTPRequestHandler):
     """One request per connection, its line and headers bounded, GET only, within
-    ``timeout`` seconds (a class attribute: :data:`REQUEST_TIMEOUT` unless set)."""
+    ``timeout`` seconds of the connection's accept (a class attribute:
+    :data:`REQUEST_TIMEOUT` unless set)."""
 
     timeout = REQUEST_TIMEOUT
 
     def setup(self) -> None:
         super().setup()
-        self.rfile = _Bounded(self.rfile, MAX_REQUEST_BYTES)  # type: ignore[assignment]
+        self.deadline = time.monotonic() + float(self.timeout or REQUEST_TIMEOUT)
+        reader = io.BufferedReader(_DeadlineReader(self.connection, self.deadline))
+        self.rfile = _Bounded(reader, MAX_REQUEST_BYTES)  # type: ignore[assignment]
 
     def parse_request(self) -> bool:
         if not super().parse_request():
@@ -132,7 +152,8 @@ class BoundedRequest(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def reply(self, status: int, content_type: str, body: bytes) -> None:
-        """Send ``body`` as the whole answer."""
+        """Send ``body`` as the whole answer, within what is left of the deadline."""
+        self.connection.settimeout(max(0.001, self.deadline - time.monotonic()))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -141,6 +162,26 @@ class BoundedRequest(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         log.debug("%s %s", type(self).__name__, format % args)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's input that raises ``TimeoutError`` once ``deadline`` has passed:
+    each read may wait only for what is left of it."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._connection = connection
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the connection's time is up")
+        self._connection.settimeout(left)
+        return self._connection.recv_into(buffer)
 
 
 class _Bounded:

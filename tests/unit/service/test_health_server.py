@@ -4,7 +4,9 @@ bounded: a silent client is dropped, connections beyond the limit get a 503 at o
 from __future__ import annotations
 
 import json
+import logging
 import socket
+import struct
 import threading
 import time
 import urllib.error
@@ -130,3 +132,74 @@ def test_many_connections_do_not_make_many_threads() -> None:
         assert get(server)[0] == 503 and get(server, "/livez")[0] == 200
     finally:
         server.stop()
+
+
+def drip(port: int, stop: threading.Event, closed_after: list[float]) -> None:
+    """A client that sends its request a byte every 0.1 s, never finishing; records how
+    long after connecting the server closed the connection."""
+    began = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        for byte in b"GET /livez HTTP/1.0\r\nX-Slow: " + b"x" * 1000:
+            if stop.is_set():
+                return
+            try:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.1)
+            except OSError:
+                break
+            sock.setblocking(False)
+            try:
+                if sock.recv(1) == b"":
+                    break
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            finally:
+                sock.setblocking(True)
+    closed_after.append(time.monotonic() - began)
+
+
+def test_a_client_sending_a_byte_at_a_time_is_closed_at_its_deadline() -> None:
+    # Before: the timeout restarted with every byte, so as many drip-feeding clients as
+    # there are connection slots held them all for as long as they liked, and /livez
+    # answered 503 ("too many connections"): an orchestrator would restart a healthy pod.
+    server = serve(timeout=0.6, max_connections=4)
+    stop = threading.Event()
+    closed_after: list[float] = []
+    clients = [
+        threading.Thread(target=drip, args=(server.port, stop, closed_after)) for _ in range(4)
+    ]
+    try:
+        for client in clients:
+            client.start()
+        assert wait_for(lambda: len(closed_after) == 4, 5.0), (
+            "the dripping clients kept their slots"
+        )
+        assert max(closed_after) < 1.5
+        assert get(server, "/livez")[0] == 200
+    finally:
+        stop.set()
+        for client in clients:
+            client.join(10)
+        server.stop()
+
+
+def test_clients_that_leave_before_the_answer_print_nothing(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: each one printed socketserver's ~31-line traceback to stderr, whatever the
+    # log format and level (20 connections: 620 lines of text in a JSON log).
+    server = serve(timeout=2.0, max_connections=4)
+    try:
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.sendall(b"GET /readyz HTTP/1.0\r\n\r\n")
+            sock.close()  # a reset: the answer finds nobody
+        assert wait_for(lambda: server.connections == 0, 5.0)
+        assert get(server, "/livez")[0] == 200
+    finally:
+        server.stop()
+    assert "Traceback" not in capfd.readouterr().err
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
