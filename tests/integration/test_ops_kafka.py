@@ -225,9 +225,89 @@ def test_dlq_list_show_replay_once_loop_guard_and_dry_run(
     assert still["records"] == 2  # the one at --max-replays stays in the dead-letter topic
 
 
+def forged_to(bootstrap: str, dlq: str, letters: list[tuple[str, bytes, list[int]]]) -> None:
+    """Dead letters naming the original topic given, each with its replay-count headers."""
+    records = []
+    for original, value, counts in letters:
+        failure = Failure(Message(original, 0, 1, b"f", value, (), 0), "ValueError", "forged", 1)
+        headers = dead_letter_headers(failure)
+        headers += [("laneway.replay.count", str(count).encode()) for count in counts]
+        records.append((b"f", value, headers))
+    produce(bootstrap, dlq, records)
+
+
+@pytest.mark.kafka
+def test_a_replay_writes_only_where_the_dead_letter_topic_points(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # Before: laneway.original.topic was trusted, so anyone who could write orders.dlq
+    # could make a replay write to any topic the operator may write, internal ones too.
+    home, other = unique_name("ops-home"), unique_name("ops-other")
+    dlq = f"{home}.dlq"
+    for topic in (home, other, dlq):
+        create_topic(kafka_bootstrap, topic, 1)
+    forged_to(
+        kafka_bootstrap,
+        dlq,
+        [
+            (home, b"home", []),
+            (other, b"elsewhere", []),
+            ("__consumer_offsets", b"internal", []),
+            (home, b"looping", [5, 0]),  # a forged 0 after the real count
+        ],
+    )
+    where = ("--bootstrap-servers", kafka_bootstrap, "--topic", dlq)
+    report = laneway_json("dlq", "replay", *where, cwd=tmp_path)
+    assert (report["replayed"], report["at_max_replays"], report["complete"]) == (1, 1, True)
+    assert report["targets"] == {home: 1}
+    reasons = " | ".join(report["unusable"])
+    assert f"'{other}' is not a topic this replay may write" in reasons
+    assert f"--allow-topic {other}" in reasons
+    assert "'__consumer_offsets' is an internal topic" in reasons
+    assert [r.value for r in read_records(kafka_bootstrap, other, 0)] == []
+
+    allowed = laneway_json("dlq", "replay", *where, "--allow-topic", other, cwd=tmp_path)
+    assert allowed["group"] != report["group"], "a new permission reads the letters again"
+    assert allowed["targets"] == {home: 1, other: 1}
+    assert [r.value for r in read_records(kafka_bootstrap, other, 1)] == [b"elsewhere"]
+    internal = laneway("dlq", "replay", *where, "--to", "__consumer_offsets", cwd=tmp_path)
+    assert internal.returncode != 0 and "internal topics" in internal.stderr
+
+
+@pytest.mark.kafka
+def test_a_letter_the_log_refuses_is_set_aside_and_the_rest_go_on(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # Before: one letter its topic refused (here: larger than its max.message.bytes) failed
+    # every run with exit 1, left the batch uncommitted, and each run wrote the rest of the
+    # batch again (three runs: three copies).
+    home = unique_name("ops-small")
+    dlq = f"{home}.dlq"
+    create_topic(kafka_bootstrap, home, 1, config={"max.message.bytes": "2000"})
+    create_topic(kafka_bootstrap, dlq, 1)
+    letters = [(home, b"v-%d" % i, []) for i in range(5)]
+    letters.insert(2, (home, b"x" * 5000, []))
+    forged_to(kafka_bootstrap, dlq, letters)
+    where = ("--bootstrap-servers", kafka_bootstrap, "--topic", dlq)
+    for run in range(3):
+        report = laneway_json("dlq", "replay", *where, cwd=tmp_path)
+        assert report["complete"], report
+        if run == 0:
+            assert report["replayed"] == 5, str(report)
+            [(why, count)] = report["set_aside"].items()
+            assert count == 1 and why.startswith(f"{home}: ") and "too large" in why.lower()
+        else:
+            assert (report["read"], report["replayed"]) == (0, 0)
+    written = [r.value for r in read_records(kafka_bootstrap, home, 5)]
+    assert written == [b"v-%d" % i for i in range(5)], "each written once"
+    listed = laneway_json("dlq", "list", *where, cwd=tmp_path)
+    assert listed["records"] == 6  # the refused letter stays in the dead-letter topic
+
+
 @pytest.mark.kafka
 def test_a_replay_killed_midway_resumes_without_loss(kafka_bootstrap: str, tmp_path: Path) -> None:
-    target, dlq = unique_name("ops-target"), unique_name("ops-kill") + ".dlq"
+    target = unique_name("ops-target")
+    dlq = f"{target}.dlq"
     create_topic(kafka_bootstrap, target, 1)
     create_topic(kafka_bootstrap, dlq, 1)
     total, rate = 100, 10  # batches of 10, one a second

@@ -109,14 +109,22 @@ def partition_ids(bootstrap: str, topic: str) -> list[int]:
     return sorted(described.partitions)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30.0) -> None:
-    """Create a topic (replication factor 1) and wait until every partition's leader serves it.
+def create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    timeout_s: float = 30.0,
+    config: dict[str, str] | None = None,
+) -> None:
+    """Create a topic (replication factor 1, the topic ``config`` given) and wait until every
+    partition's leader serves it.
 
     Metadata can name a leader a moment before that broker answers for the partition, so this
     waits until a log-end-offset query succeeds on every partition.
     """
     admin = admin_client(bootstrap)
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+    futures = admin.create_topics([topic])
     futures[name].result(timeout=timeout_s)
     pending = set(range(partitions))
     last_error: KafkaException | None = None

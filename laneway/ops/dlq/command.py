@@ -26,6 +26,8 @@ from laneway.ops.dlq.replay import (
     Replay,
     ReplayReport,
     default_group,
+    internal,
+    named_for,
 )
 from laneway.ops.dlq.selection import Selection
 from laneway.ops.dlq.views import letter_lines, list_lines, list_summary, replay_lines
@@ -109,7 +111,10 @@ def show_command(values: bool, tracebacks: bool, limit: int, **given: Any) -> No
 @dlq.command(
     "replay",
     help="Write dead letters back to their original topic and partition (or --to TOPIC), "
-    "without laneway's dead-letter headers and with laneway.replay.count raised by one. "
+    "without laneway's dead-letter headers and with laneway.replay.count raised by one; "
+    "by default only those of the topic the dead-letter topic was named for (see "
+    "--allow-topic), never to an internal topic. A record the log refuses for good (an "
+    "ACL, its size) is set aside and counted; the run goes on. "
     "Resumable: the replay group (--group; by default derived from the topic, the "
     "selection and --to) is committed after each batch is acknowledged, so a run killed "
     "midway resumes where it stopped, writing at most its last batch again (at least "
@@ -119,6 +124,16 @@ def show_command(values: bool, tracebacks: bool, limit: int, **given: Any) -> No
 )
 @_selection_options
 @click.option("--to", metavar="TOPIC", help="Write every record to TOPIC instead.")
+@click.option(
+    "--allow-topic",
+    "allow_topics",
+    multiple=True,
+    metavar="TOPIC",
+    help="Also replay the records whose laneway.original.topic is TOPIC (repeat for more). "
+    "Without it a record goes back only to the topic the dead-letter topic was named for "
+    "(orders for orders.dlq): anyone who can write the dead-letter topic can write that "
+    "header.",
+)
 @click.option(
     "--group", metavar="NAME", help="The replay group (committed as records are written)."
 )
@@ -141,6 +156,7 @@ def show_command(values: bool, tracebacks: bool, limit: int, **given: Any) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def replay_command(
     to: str | None,
+    allow_topics: tuple[str, ...],
     group: str | None,
     max_rate: float | None,
     max_replays: int,
@@ -150,7 +166,7 @@ def replay_command(
 ) -> None:
     finish(
         "dlq replay",
-        lambda: _replay(to, group, max_rate, max_replays, dry_run, as_json, **given),
+        lambda: _replay(to, allow_topics, group, max_rate, max_replays, dry_run, as_json, **given),
     )
 
 
@@ -223,6 +239,7 @@ def _show(
 
 def _replay(
     to: str | None,
+    allow_topics: tuple[str, ...],
     group: str | None,
     max_rate: float | None,
     max_replays: int,
@@ -235,17 +252,21 @@ def _replay(
     **connection: Any,
 ) -> int:
     selection = Selection.parse(where, since, until)
-    if to is not None:
-        check_topic_name(to, "--to")
-        if to == topic:
-            raise ConfigError(f"--to {to} is the dead-letter topic itself")
-    name = group or default_group(topic, selection, to)
+    named = [("--allow-topic", t) for t in allow_topics] + ([("--to", to)] if to else [])
+    for option, name in named:
+        check_topic_name(name, option)
+        if internal(name):
+            raise ConfigError(f"{option} {name} is one of Kafka's internal topics")
+    if to == topic:
+        raise ConfigError(f"--to {to} is the dead-letter topic itself")
+    allowed = frozenset(allow_topics) | {t for t in (named_for(topic),) if t is not None}
+    name = group or default_group(topic, selection, to, tuple(sorted(set(allow_topics))))
     with _dead_letters(topic, **connection) as (target, log):
         if to is not None and log.partitions(to) is None:
             raise UnknownTopicError(f"--to {to}: no such topic on {target.where}")
         log.start(name)
         report = ReplayReport(topic, name, dry_run)
-        run = Replay(log, report, selection, to, max_replays, max_rate)
+        run = Replay(log, report, selection, to, max_replays, max_rate, allowed)
         with _stop_on_signals(run):
             run.run()
     if as_json:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -30,6 +31,18 @@ from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import PRODUCER_MAX_BYTES
 from laneway.types import Message
 
+LETTER_REFUSALS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.TOPIC_EXCEPTION,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.INVALID_RECORD,
+    }
+)
+"""Delivery errors that refuse one record for good, whatever its batch: it is set aside
+(reported) and the replay goes on (see :mod:`laneway.ops.dlq.replay`)."""
 WRITE_TIMEOUT = 60.0
 """Seconds a batch of writes may take to be acknowledged before the run fails (nothing
 of that batch is committed, so the next run writes it again)."""
@@ -62,7 +75,7 @@ class KafkaDeadLetters:
         self._ends: dict[int, int] = {}
         self._pending: set[int] = set()
         self._last_progress = time.monotonic()
-        self._failures: list[tuple[KafkaError, str]] = []
+        self._refused: list[tuple[int, KafkaError]] = []
 
     def start(self, group: str | None) -> None:
         self._group = group or read_group()
@@ -161,24 +174,34 @@ class KafkaDeadLetters:
             self._counts[topic] = len(found.partitions) if found is not None and usable else None
         return self._counts[topic]
 
-    def write(self, records: Sequence[Produce]) -> None:
+    def write(self, records: Sequence[Produce]) -> list[tuple[int, str]]:
         producer = self._producer or self._new_producer()
-        for record in records:
+        refused: list[tuple[int, str]] = []
+        for index, record in enumerate(records):
             extra: dict[str, Any] = {"headers": list(record.headers or ())}
             if record.partition is not None:
                 extra["partition"] = record.partition
+            extra["on_delivery"] = partial(self._delivered, index)
             while True:
                 try:
                     producer.produce(record.topic, record.value, record.key, **extra)
                     break
                 except BufferError:
                     producer.poll(0.1)
+                except KafkaException as exc:  # e.g. larger than message.max.bytes
+                    refused.append((index, describe(exc)))
+                    break
         remaining = producer.flush(WRITE_TIMEOUT)
-        failures, self._failures = self._failures, []
-        for error, topic in failures:
-            denial = self._access.refusal(error, writing(topic))
+        failures: list[tuple[KafkaError, str]] = []
+        delivered, self._refused = self._refused, []
+        for index, error in delivered:
+            if error.code() in LETTER_REFUSALS:
+                refused.append((index, describe_error(error)))
+                continue
+            denial = self._access.refusal(error, writing(records[index].topic))
             if denial is not None:
                 raise denial
+            failures.append((error, records[index].topic))
         if remaining or failures:
             why = describe_error(failures[0][0]) if failures else "no acknowledgement in time"
             raise OpsError(
@@ -186,6 +209,7 @@ class KafkaDeadLetters:
                 f"({why}); this batch is not committed: run the same command again to resume",
                 exits.FAILED,
             )
+        return sorted(refused)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -201,15 +225,14 @@ class KafkaDeadLetters:
             "linger.ms": 5,
             "message.max.bytes": PRODUCER_MAX_BYTES,
             "allow.auto.create.topics": False,
-            "on_delivery": self._delivered,
         }
         client_logging(f"laneway dlq writer {self.where}", config)
         self._producer = _client(Producer, config)
         return self._producer
 
-    def _delivered(self, error: KafkaError | None, record: KafkaMessage) -> None:
+    def _delivered(self, index: int, error: KafkaError | None, record: KafkaMessage) -> None:
         if error is not None:
-            self._failures.append((error, record.topic() or ""))
+            self._refused.append((index, error))
 
     def _refusal(self, exc: KafkaException) -> AccessDeniedError | None:
         error = exc.args[0] if exc.args else None

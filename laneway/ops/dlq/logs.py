@@ -44,8 +44,10 @@ class DeadLetterLog(Protocol):
     def partitions(self, topic: str) -> int | None:
         """How many partitions ``topic`` has (``None``: no such topic)."""
 
-    def write(self, records: Sequence[Produce]) -> None:
-        """Write ``records`` and wait until the log has them all, or raise."""
+    def write(self, records: Sequence[Produce]) -> list[tuple[int, str]]:
+        """Write ``records`` and wait until the log has them all, but those it refused
+        for good (a missing ACL on the topic, too large for it), returned as their index
+        in ``records`` and why; any other failure raises."""
 
     def close(self) -> None: ...
 
@@ -95,7 +97,7 @@ class EmbeddedDeadLetters:
     def partitions(self, topic: str) -> int | None:
         return self._log.partitions(topic) if topic in self._log.topics() else None
 
-    def write(self, records: Sequence[Produce]) -> None:
+    def write(self, records: Sequence[Produce]) -> list[tuple[int, str]]:
         for record in records:
             try:
                 self._log.produce(
@@ -109,6 +111,7 @@ class EmbeddedDeadLetters:
                 raise OpsError(
                     f"writing to {record.topic} failed: {error}", exits.FAILED
                 ) from error
+        return []
 
     def close(self) -> None:
         try:

@@ -5,10 +5,11 @@ The dead-letter router (:mod:`laneway.control.dead_letters.router`) appends
 ``laneway.attempts`` and ``laneway.original.{topic,partition,offset,timestamp}`` to the
 record's own headers; a replayed record carries ``laneway.replay.count``. Anyone who can
 write the topic can write these headers, so each is read defensively: UTF-8 with
-replacement, the last occurrence wins (a record dead-lettered twice carries two sets),
-numbers must be whole and not negative, and a header that is missing or wrong makes the
-record unusable for a replay to its original topic (:attr:`DeadLetter.problem`) without
-stopping anything else.
+replacement, the last occurrence wins (a record dead-lettered twice carries two sets)
+except for ``laneway.replay.count``, where the highest counts (a forged ``0`` after the
+real count must not pass the loop guard), numbers must be whole and not negative, and a
+header that is missing or wrong makes the record unusable for a replay to its original
+topic (:attr:`DeadLetter.problem`) without stopping anything else.
 """
 
 from __future__ import annotations
@@ -80,9 +81,16 @@ class DeadLetter:
 
     @property
     def replays(self) -> int | None:
-        """``laneway.replay.count`` (0 when absent; ``None`` when it is not a count)."""
-        text = self.headers.get(REPLAY_COUNT)
-        return 0 if text is None else _whole(text)
+        """``laneway.replay.count``: the highest of them (0 when absent; ``None`` when one
+        is not a count)."""
+        counts = [
+            _whole("" if value is None else value.decode("utf-8", "replace"))
+            for name, value in self.message.headers
+            if name == REPLAY_COUNT
+        ]
+        if any(count is None for count in counts):
+            return None
+        return max((count for count in counts if count is not None), default=0)
 
     @property
     def problem(self) -> str | None:

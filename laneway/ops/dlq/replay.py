@@ -13,6 +13,16 @@ A record goes back with its key, value and own headers, without laneway's dead-l
 headers (``laneway.error.*``, ``laneway.attempts``, ``laneway.original.*``), with
 ``laneway.replay.count`` one higher, to its original partition (``--to``: the partition
 its key picks there), timestamped now.
+
+Where a record may go. Its ``laneway.original.topic`` header is what anyone who can write
+the dead-letter topic says it is, so by default a record goes back only to the topic the
+dead-letter topic was named for (``orders`` for ``orders.dlq``, laneway's default name);
+others only when ``--allow-topic`` names them (or ``--to`` sends everything to one topic).
+Kafka's internal topics (``__`` names) are never written. A record the log refuses for
+good (a missing ACL on its topic, too large for it, a topic policy), when written alone,
+is *set aside*: counted by reason, left in the dead-letter topic, and the batch goes on and
+is committed; a failure that may pass (no acknowledgement in time) still stops the run
+uncommitted.
 """
 
 from __future__ import annotations
@@ -31,23 +41,41 @@ BATCH = 500
 """Records read, written and committed together (fewer at ``--max-rate``)."""
 DEFAULT_MAX_REPLAYS = 3
 """A record replayed this many times already stays in the dead-letter topic."""
+DEAD_LETTER_SUFFIX = ".dlq"
+"""The end of the dead-letter topic names laneway gives by default (``{topic}.dlq``)."""
 
 
-def default_group(topic: str, selection: Selection, to: str | None) -> str:
+def named_for(topic: str) -> str | None:
+    """The topic a dead-letter topic was named for: ``orders`` for ``orders.dlq``."""
+    if topic.endswith(DEAD_LETTER_SUFFIX) and len(topic) > len(DEAD_LETTER_SUFFIX):
+        return topic[: -len(DEAD_LETTER_SUFFIX)]
+    return None
+
+
+def internal(topic: str) -> bool:
+    """Whether ``topic`` is one of Kafka's internal topics (``__consumer_offsets``, ...)."""
+    return topic.startswith("__")
+
+
+def default_group(
+    topic: str, selection: Selection, to: str | None, allowed: tuple[str, ...] = ()
+) -> str:
     """The replay group of ``topic`` for a selection and target: the same command resumes
-    where it stopped, another selection or target starts from the beginning."""
+    where it stopped, another selection, target or set of allowed topics starts from the
+    beginning."""
     base = f"laneway-dlq-replay.{topic}"
-    if selection.everything and to is None:
+    if selection.everything and to is None and not allowed:
         return base
-    return f"{base}.{selection.fingerprint(to)}"
+    return f"{base}.{selection.fingerprint(to, *sorted(allowed))}"
 
 
 @dataclass
 class ReplayReport:
     """What a replay run did: ``read`` records, ``selected`` by the selection,
     ``replayed`` (written, or with ``dry_run`` that would be), ``at_limit`` left at
-    ``--max-replays``, ``unusable`` left for a reason (by reason), and whether the run
-    reached the end (``complete``) or was stopped."""
+    ``--max-replays``, ``unusable`` left for a reason (by reason), ``set_aside`` refused
+    by the log for good (by reason), and whether the run reached the end (``complete``)
+    or was stopped."""
 
     topic: str
     group: str
@@ -57,6 +85,7 @@ class ReplayReport:
     replayed: int = 0
     at_limit: int = 0
     unusable: Counter[str] = field(default_factory=Counter)
+    set_aside: Counter[str] = field(default_factory=Counter)
     targets: Counter[str] = field(default_factory=Counter)
     complete: bool = False
 
@@ -70,6 +99,7 @@ class ReplayReport:
             "replayed": self.replayed,
             "at_max_replays": self.at_limit,
             "unusable": dict(self.unusable),
+            "set_aside": dict(self.set_aside),
             "targets": dict(self.targets),
             "complete": self.complete,
         }
@@ -102,7 +132,7 @@ class Replay:
     Tuning: ``max_rate`` paces the writes (and makes batches of about one second's worth,
     which also bounds what a kill writes twice); without it batches are :data:`BATCH`
     records, each one acknowledgement wait and one commit. ``max_replays`` is the loop
-    guard."""
+    guard. ``allowed``: the original topics a record may go back to (without ``to``)."""
 
     def __init__(
         self,
@@ -112,11 +142,13 @@ class Replay:
         to: str | None,
         max_replays: int,
         max_rate: float | None,
+        allowed: frozenset[str] = frozenset(),
     ) -> None:
         self._log = log
         self.report = report
         self._selection = selection
         self._to = to
+        self._allowed = allowed
         self._max_replays = max_replays
         self._pacer = Pacer(max_rate)
         self._batch = batch_size(max_rate)
@@ -133,13 +165,31 @@ class Replay:
             if not batch:
                 continue
             records = [r for r in map(self._record_for, batch) if r is not None]
+            refused: list[tuple[int, str]] = []
             if not report.dry_run:
                 self._pacer.wait(len(records))
                 if records:
-                    log.write(records)
+                    refused = self._write(records)
                 log.commit(_next_offsets(batch))
-            report.replayed += len(records)
+            for index, why in refused:
+                report.targets.subtract([records[index].topic])
+                report.set_aside[f"{records[index].topic}: {why}"] += 1
+            report.targets = +report.targets  # without the topics nothing went to
+            report.replayed += len(records) - len(refused)
         return report
+
+    def _write(self, records: list[Produce]) -> list[tuple[int, str]]:
+        """Write ``records``; those the log refused are tried again one by one (Kafka
+        refuses a whole batch that holds one record too large for the topic), and those
+        refused alone are returned (index, why) to be set aside."""
+        refused = self._log.write(records)
+        if not refused or len(records) == 1:
+            return refused
+        alone: list[tuple[int, str]] = []
+        for index, _ in refused:
+            for _, why in self._log.write([records[index]]):
+                alone.append((index, why))
+        return alone
 
     def _record_for(self, message: Message) -> Produce | None:
         report = self.report
@@ -162,7 +212,18 @@ class Replay:
                 report.unusable[problem] += 1
                 return None
             topic, partition = letter.original_topic, letter.original_partition
+            assert topic is not None
+            if topic not in self._allowed and not internal(topic):
+                allowed = ", ".join(sorted(self._allowed)) or "none"
+                report.unusable[
+                    f"laneway.original.topic {topic!r} is not a topic this replay may write "
+                    f"(allowed: {allowed}; --allow-topic {topic} to replay there)"
+                ] += 1
+                return None
         assert topic is not None
+        if internal(topic):
+            report.unusable[f"{topic!r} is an internal topic: never replayed to"] += 1
+            return None
         if topic == self._log.topic:
             report.unusable[f"the original topic is the dead-letter topic {topic} itself"] += 1
             return None

@@ -117,6 +117,12 @@ def replay_lines(
             f"{left} with unusable headers or targets"
         )
         lines += [f"  {count:>6}  {why}" for why, count in report.unusable.most_common()]
+    if report.set_aside:
+        lines.append(
+            f"set aside (refused by the log, left in {report.topic}): "
+            f"{sum(report.set_aside.values())}"
+        )
+        lines += [f"  {count:>6}  {why}" for why, count in report.set_aside.most_common()]
     if report.dry_run:
         lines.append("dry run: nothing written, nothing committed")
     elif not report.complete:

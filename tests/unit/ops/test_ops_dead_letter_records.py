@@ -10,7 +10,7 @@ import pytest
 from laneway.control.dead_letters.router import dead_letter_headers
 from laneway.errors import ConfigError
 from laneway.ops.dlq.records import REPLAY_COUNT, DeadLetter
-from laneway.ops.dlq.replay import Pacer, batch_size, default_group
+from laneway.ops.dlq.replay import Pacer, batch_size, default_group, internal, named_for
 from laneway.ops.dlq.selection import Selection, parse_time
 from laneway.types import Failure, Message
 
@@ -62,7 +62,15 @@ def test_unusable_origins_are_named(headers: list[tuple[str, bytes | None]], pro
 def test_a_replay_count_that_is_not_a_count_is_a_problem_not_a_crash() -> None:
     assert letter([(REPLAY_COUNT, b"many")]).replays is None
     assert "not a whole number" in (letter([(REPLAY_COUNT, b"many")]).problem or "")
-    assert letter([(REPLAY_COUNT, b"1"), (REPLAY_COUNT, b"2")]).replays == 2  # the last wins
+    assert letter([(REPLAY_COUNT, b"1"), (REPLAY_COUNT, b"2")]).replays == 2
+
+
+def test_a_second_replay_count_cannot_lower_the_first() -> None:
+    # Before: the last header won, so a letter carrying 5 and then a forged 0 passed the
+    # loop guard and went round again.
+    forged = letter([(REPLAY_COUNT, b"5"), (REPLAY_COUNT, b"0")])
+    assert forged.replays == 5
+    assert forged.replay_headers() == [(REPLAY_COUNT, b"6")]
 
 
 def test_where_clauses_on_one_field_are_alternatives_and_fields_combine() -> None:
@@ -98,6 +106,13 @@ def test_since_and_until_bound_the_dead_letter_time() -> None:
     assert not selection.matches(letter([], inside + 3_600_000))
     with pytest.raises(ConfigError, match=r"--since .* is after --until"):
         Selection.parse([], since="2025-11-25T16:00:00Z", until="2025-11-25T15:00:00Z")
+
+
+def test_only_a_dead_letter_topic_named_as_laneway_names_them_has_a_home_topic() -> None:
+    assert named_for("orders.dlq") == "orders"
+    assert named_for("orders.dlq.dlq") == "orders.dlq"
+    assert named_for(".dlq") is None and named_for("failures") is None
+    assert internal("__consumer_offsets") and not internal("_schemas")
 
 
 def test_the_default_replay_group_is_the_same_for_the_same_command() -> None:
