@@ -27,6 +27,7 @@ from laneway.engines.handler_checks import check_handler
 from laneway.errors import AccessDeniedError, ConfigError, LanewayError
 from laneway.gc_tuning import sized_for
 from laneway.health import Health
+from laneway.logs import get_logger
 from laneway.observability.start import start_tracing
 from laneway.options import EngineKind, EventLoop, seconds, whole_number
 from laneway.serde.typed_handlers import check_fit, typed_handler
@@ -34,6 +35,8 @@ from laneway.signal_relay import SignalRelay
 from laneway.sources.base import Source, WaitingSource
 from laneway.sources.capabilities import check_source, engine_config
 from laneway.stats import ConsumerStats
+
+log = get_logger(__name__)
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SAME_SIGNAL_S = 1.0
@@ -251,8 +254,22 @@ class Consumer(ConsumerSignatures):
             self._state = "stopping"
             try:
                 plane.shut_down(self._abort)
+            except BaseException:
+                self._close_source_after_failure()
+                raise
             finally:
                 self._state = "stopped"
+
+    def _close_source_after_failure(self) -> None:
+        """A shutdown that failed midway (say, a refused dead-letter write raised while it
+        was flushing) may not have reached the source's close: close it anyway, so that a
+        Kafka member leaves its group at once instead of holding its partitions until its
+        session expires (closing twice is a no-op). What this close raises is logged; the
+        shutdown's own error is the one the run ends with."""
+        try:
+            self._source.close()
+        except Exception as error:  # the shutdown's own error is the one to raise
+            log.debug("closing the source after a failed shutdown: %s", error)
 
     def _on_signal(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         now = time.monotonic()

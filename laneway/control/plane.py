@@ -82,6 +82,9 @@ class ControlPlane:
         self.denied: AccessDeniedError | None = None
         """The cluster's first refusal for good (see :meth:`refused`)."""
         self._abandoned = 0
+        self._drain_deadline: float | None = None
+        """While shutting down: when the drain ends, for the revocation that closing the
+        source runs too (it must not drain the same messages again)."""
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
         self._stalls = StallWatch.for_config(engine, config)
@@ -113,6 +116,7 @@ class ControlPlane:
         owned = list(self._progress.partitions)
         self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
+        self._drain_deadline = deadline
         while time.monotonic() < deadline and not abort.is_set():
             if self._drained():
                 break
@@ -131,6 +135,8 @@ class ControlPlane:
         except AccessDeniedError as denial:
             self.refused(denial)
         now = time.monotonic()
+        if abort.is_set():
+            self._drain_deadline = now
         self._tally.end(now)
         self._stalls.look(now)  # the final gauges: nothing runs any more
         self._sample(now)
@@ -197,6 +203,8 @@ class ControlPlane:
         self._collect()
         self._progress.unstarted(self._engine.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
+        if self._drain_deadline is not None:  # closing: the shutdown's drain is over
+            deadline = min(deadline, self._drain_deadline)
         while self._unsettled(owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
             self._collect()

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import lifecycle_app
 import pytest
+from kafka_helpers import unique_name
 from lifecycle_app import lines
 from service_runs import SUPPORT, Service, wait_until
+from topics import KafkaTopic
 
 import laneway
 from laneway.service import exits
@@ -196,3 +198,33 @@ def test_laneway_run_exits_0_after_a_clean_drain(tmp_path: Path) -> None:
     output, _ = process.communicate(timeout=30)
     assert process.returncode == exits.OK, output
     assert "unfinished" not in output
+
+
+@pytest.mark.kafka
+@pytest.mark.timing
+def test_a_stop_with_a_hung_handler_on_kafka_takes_one_drain_timeout(kafka_bootstrap: str) -> None:
+    # Before: closing the Kafka source revokes its partitions, and the revocation drained
+    # the same hung message for another drain_timeout: 21.7 s at the default 10 s.
+    topic = KafkaTopic(kafka_bootstrap, 1)
+    topic.produce([(SECRET_KEY, SECRET_VALUE)])
+    started, release = threading.Event(), threading.Event()
+    consumer = laneway.Consumer(
+        topic.source(unique_name("hung-stop")),
+        slow_handler(started, release),
+        engine="thread",
+        drain_timeout=3.0,
+        handle_signals=False,
+    )
+    result: list[laneway.ConsumerStats] = []
+    runner = threading.Thread(target=lambda: result.append(consumer.run()))
+    runner.start()
+    try:
+        assert started.wait(30)
+        began = time.monotonic()
+        consumer.stop()
+        runner.join(30)
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert result and result[0].abandoned == 1
+    assert 3.0 <= took < 5.5, f"the stop took {took:.1f} s for drain_timeout=3"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kafka_helpers import committed_offsets, create_topic, produce, share_source, unique_name
 from secured_kafka import SecuredBroker, grant
 from service_runs import SUPPORT, Service
@@ -319,3 +320,29 @@ def test_laneway_run_exits_denied_for_a_missing_group_acl(
     assert code == 6, output  # exits.DENIED
     assert f"laneway run: error: the cluster denied User:{USER} READ on group {group!r}" in output
     assert settings["sasl.password"] not in output
+
+
+def group_members(bootstrap: str, group: str) -> int:
+    """How many members the group coordinator holds for ``group`` now."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    return len(described.members)
+
+
+def test_a_member_refused_leaves_its_group_at_once(
+    kafka_bootstrap: str,
+    kafka_secured: SecuredBroker,
+    topic: str,
+    group: str,
+    denied_run: Callable[..., Denied],
+) -> None:
+    # Before: a refused dead-letter write raised again while the shutdown flushed the
+    # dead letters, before the source was closed: the member never left its group, and its
+    # restart (laneway run exits 6), once the ACL was granted, waited for the coordinator
+    # to expire its session (45 s by default).
+    grant(kafka_secured, USER, "group", group, "READ")
+    grant(kafka_secured, USER, "topic", topic, "READ")
+    create_topic(kafka_bootstrap, f"{topic}.dlq", partitions=2)
+    grant(kafka_secured, USER, "topic", f"{topic}.dlq", "DESCRIBE")
+    denied_run(topic, group, fail_some, max_retries=0)
+    assert group_members(kafka_bootstrap, group) == 0, "the refused member is still in it"
