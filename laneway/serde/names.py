@@ -10,7 +10,9 @@ flag, a ``LANEWAY_*`` variable, a TOML key) or in code:
 * ``FORMAT:MODULE:ATTR``: a format with a type or schema imported from ``MODULE``:
   ``json:myapp.models:Order`` (JSON into the class ``Order``),
   ``avro:myapp.schemas:ORDER`` (Avro with the schema ``ORDER``, a dict or JSON text),
-  ``protobuf:myapp.orders_pb2:Order`` (Protobuf messages of the class ``Order``);
+  ``protobuf:myapp.orders_pb2:Order`` (Protobuf messages of the class ``Order``); or a
+  ready codec of that format (``avro:myapp.codecs:ORDERS``, where ``ORDERS =
+  serde.avro(schema, type=Order)``), used as it is;
 * ``MODULE:ATTR``: a codec object or a callable defined in ``MODULE``.
 
 Modules are imported from the working directory or ``sys.path``, like the handler.
@@ -75,6 +77,13 @@ def _from_text(text: str, name: str) -> Any:
     head, _, rest = text.partition(":")
     if head in FORMATS and ":" in rest:
         target = load(rest, name)
+        if isinstance(target, serde.Codec):
+            if target.name != head:
+                raise ConfigError(
+                    f"{name}={text!r} names a {target.name} codec, {target!r:.60}, not a "
+                    f"{head} one; give {rest} without '{head}:' to use it as it is"
+                )
+            return target
         if head == "json":
             return serde.json(target)
         if head == "avro":

@@ -9,6 +9,7 @@ import json
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, TypedDict
 
 import msgspec
@@ -195,3 +196,22 @@ def test_process_engines_refuse_a_deserializer_that_cannot_pickle() -> None:
         ConsumerConfig(engine="process", value_deserializer=lambda data: data)  # type: ignore[arg-type]
     ConsumerConfig(engine="process", value_deserializer=serde.json(Order))  # type: ignore[arg-type]
     ConsumerConfig(engine="thread", value_deserializer=lambda data: data)  # type: ignore[arg-type]
+
+
+def test_format_text_naming_a_ready_codec_uses_it_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: avro:MODULE:CODEC made serde.avro(CODEC), which failed with "'AvroCodec'
+    # object is not iterable" (laneway run: exit 2).
+    (tmp_path / "ready_codecs.py").write_text(
+        "from laneway import serde\nfrom typed_app import ORDER_AVRO\n"
+        "ORDERS = serde.avro(ORDER_AVRO)\nTEXT = serde.text()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ready_codecs  # type: ignore[import-not-found]
+
+    assert deserializer("avro:ready_codecs:ORDERS", "value_deserializer") is ready_codecs.ORDERS
+    with pytest.raises(ConfigError, match="names a avro codec") as raised:
+        deserializer("protobuf:ready_codecs:ORDERS", "value_deserializer")
+    assert "give ready_codecs:ORDERS without 'protobuf:'" in str(raised.value)
+    assert deserializer("ready_codecs:TEXT", "value_deserializer") is ready_codecs.TEXT
