@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +24,7 @@ import pytest
 import recording
 from chaos_harness import CONSUMER_GROUP, PROTOCOLS, Progress, wait_until
 from confluent_kafka import KafkaError, Producer
+from private_broker import PrivateBroker
 
 import laneway
 from laneway.sources.base import IgnoreRebalances
@@ -40,39 +38,8 @@ CHUNKS = 20
 PRODUCE_SECONDS = 6.0
 PARTITIONS = 4
 KEYS = 100
-HEAP = "-Xms256m -Xmx512m"
 PROTOCOL_CONFIG: dict[str, dict[str, object]] = {"classic": {}, "consumer": CONSUMER_GROUP}
 """The client's group settings per rebalance protocol (the classic one with its defaults)."""
-
-
-class PrivateBroker:
-    """A single-node broker of its own, run by a copy of scripts/kafka under ``root``."""
-
-    def __init__(self, root: Path) -> None:
-        scripts = root / "scripts"
-        scripts.mkdir(parents=True)
-        self.script = scripts / "kafka"
-        shutil.copy2(kafka_helpers.KAFKA_SCRIPT, self.script)
-        shutil.copy2(kafka_helpers.KAFKA_SCRIPT.with_name("kafka-pom.xml"), scripts)
-        libs = kafka_helpers.KAFKA_SCRIPT.parent.parent / ".kafka" / "libs"
-        if (libs / ".complete").is_file():  # else the copy downloads the jars itself
-            (root / ".kafka").mkdir()
-            (root / ".kafka" / "libs").symlink_to(libs)
-        self.address = ""
-
-    def pid(self) -> int:
-        """The broker JVM's pid (scripts/kafka keeps it in ``.kafka/pid``)."""
-        return int((self.script.parent.parent / ".kafka" / "pid").read_text().strip())
-
-    def run(self, command: str, timeout: float = 900.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(self.script), command],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, "KAFKA_HEAP_OPTS": HEAP},
-        )
 
 
 @pytest.fixture(scope="module")

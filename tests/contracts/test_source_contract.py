@@ -12,9 +12,14 @@ from topics import EmbeddedTopic, KafkaTopic, LogTopic
 import laneway
 from laneway.sources.base import Source
 
-FAST_GROUP: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
-"""session.timeout.ms must be >= the broker's group.min.session.timeout.ms (6000 by
-default); a short heartbeat makes members notice a rebalance quickly."""
+FAST_GROUP: dict[str, object] = {
+    "group.protocol": "classic",
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300,
+}
+"""The classic protocol, on request: session.timeout.ms must be >= the broker's
+group.min.session.timeout.ms (6000 by default); a short heartbeat makes members notice a
+rebalance quickly."""
 KIP848_GROUP: dict[str, object] = {"group.protocol": "consumer"}
 """KIP-848: the broker sets session and heartbeat (librdkafka refuses the classic settings)."""
 

@@ -283,7 +283,9 @@ def test_settings_force_manual_commits_and_choose_defaults() -> None:
     assert config["enable.auto.commit"] is False
     assert config["enable.auto.offset.store"] is False
     assert config["auto.offset.reset"] == "earliest"
-    assert config["partition.assignment.strategy"] == "cooperative-sticky"
+    assert config["group.protocol"] == "consumer"  # KIP-848 by default
+    assert "partition.assignment.strategy" not in config
+    assert settings.protocol_chosen
     assert config["fetch.queue.backoff.ms"] == 50
     assert config["fetch.wait.max.ms"] == 20
     assert (config["bootstrap.servers"], config["group.id"]) == ("127.0.0.1:9092", "billing")
@@ -294,13 +296,35 @@ def test_settings_let_the_user_override_defaults() -> None:
     eager = build_settings(
         "b:1", "g", ["t"], {"partition.assignment.strategy": "range", "auto.offset.reset": "latest"}
     )
+    # A classic protocol setting: the config was written for the classic protocol.
+    assert eager.consumer_config["group.protocol"] == "classic"
     assert eager.consumer_config["partition.assignment.strategy"] == "range"
     assert eager.consumer_config["auto.offset.reset"] == "latest"
     assert not eager.incremental
     # KIP-848 assigns on the broker and rejects partition.assignment.strategy.
     kip848 = build_settings("b:1", "g", ["t"], {"group.protocol": "consumer"})
     assert "partition.assignment.strategy" not in kip848.consumer_config
-    assert kip848.incremental
+    assert kip848.incremental and not kip848.protocol_chosen
+
+
+@pytest.mark.parametrize(
+    ("config", "protocol", "chosen"),
+    [
+        ({}, "consumer", True),
+        ({"group.protocol": "classic"}, "classic", False),
+        ({"group.protocol": "CONSUMER"}, "consumer", False),
+        ({"session.timeout.ms": 6000}, "classic", True),
+        ({"heartbeat.interval.ms": 300}, "classic", True),
+    ],
+)
+def test_kip848_by_default_classic_on_request_or_for_its_own_settings(
+    config: dict[str, object], protocol: str, chosen: bool
+) -> None:
+    settings = build_settings("b:1", "g", ["t"], config)
+    assert settings.consumer_config["group.protocol"] == protocol
+    assert settings.protocol_chosen is chosen
+    assert ("partition.assignment.strategy" in settings.consumer_config) is (protocol == "classic")
+    assert settings.incremental
 
 
 def test_an_unreachable_broker_fails_within_the_connect_timeout_naming_it(

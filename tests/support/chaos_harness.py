@@ -44,13 +44,18 @@ from laneway.offsets.codec import decode
 CHILD = Path(__file__).resolve().parent / "chaos_child.py"
 Position = tuple[int, str] | None
 
-CLASSIC_GROUP: dict[str, object] = {"session.timeout.ms": 6_000, "heartbeat.interval.ms": 500}
-"""The classic protocol with a short session (the broker's minimum) and heartbeat: a member
-that leaves or dies is noticed in seconds."""
+CLASSIC_GROUP: dict[str, object] = {
+    "group.protocol": "classic",
+    "session.timeout.ms": 6_000,
+    "heartbeat.interval.ms": 500,
+}
+"""The classic protocol, on request, with a short session (the broker's minimum) and
+heartbeat: a member that leaves or dies is noticed in seconds."""
 CONSUMER_GROUP: dict[str, object] = {"group.protocol": "consumer"}
-"""KIP-848: the broker assigns partitions; session (45 s) and heartbeat interval (5 s) are
-broker settings, and librdkafka refuses ``session.timeout.ms``, ``heartbeat.interval.ms``
-and ``partition.assignment.strategy`` on the client."""
+"""KIP-848 (laneway's default, named here to be sure): the broker assigns partitions;
+session (45 s) and heartbeat interval (5 s) are broker settings, and librdkafka refuses
+``session.timeout.ms``, ``heartbeat.interval.ms`` and ``partition.assignment.strategy``
+on the client."""
 PROTOCOLS = ("classic", "consumer")
 """The rebalance protocols a chaos test runs under (``group.protocol``)."""
 

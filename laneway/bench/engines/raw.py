@@ -44,9 +44,9 @@ from laneway.bench.engines.recorder import Record
 from laneway.bench.engines.workloads import sequence_of
 from laneway.sources.base import IgnoreRebalances, Source
 from laneway.sources.embedded.log import EmbeddedLog
-from laneway.sources.kafka.client_config import DEFAULT_ASSIGNMENT_STRATEGY
 from laneway.sources.kafka.client_config import DEFAULTS as KAFKA_DEFAULTS
 from laneway.sources.kafka.client_logs import describe_error
+from laneway.sources.kafka.group_protocol import DEFAULT_ASSIGNMENT_STRATEGY
 
 BATCH = 2_000
 """Messages asked for per poll: laneway's default ``poll_batch_size``."""

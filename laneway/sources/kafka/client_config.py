@@ -12,17 +12,12 @@ from dataclasses import dataclass
 
 from laneway.errors import ConfigError
 from laneway.options import flag, seconds
+from laneway.sources.kafka.group_protocol import (
+    CONSUMER,
+    DEFAULT_ASSIGNMENT_STRATEGY,
+    chosen_protocol,
+)
 from laneway.sources.topic_names import check_topic_names
-
-DEFAULT_ASSIGNMENT_STRATEGY = "cooperative-sticky"
-"""Incremental rebalancing: only partitions that move are revoked, and a partition is handed
-to its new owner only in the rebalance *after* the old owner's ``on_revoke`` (and the commit
-made there) has completed, so a partition is never owned by two members at once and the
-members that keep a partition keep processing it through the rebalance. Eager strategies
-(``range``, ``roundrobin``) revoke every partition of every member on each rebalance, which
-forces a drain and commit of all in-flight work even for partitions that come straight back.
-The cost: a partition that moves takes two rebalance rounds instead of one. Not set when the
-user picks ``group.protocol=consumer`` (KIP-848, incremental too, assigned by the broker)."""
 
 DEFAULTS: Mapping[str, object] = {
     # A new group reads a topic from its start: nothing produced before the first run is lost.
@@ -145,6 +140,9 @@ class KafkaSettings:
     """Seconds ``open()`` waits for a broker to answer before it fails."""
     wait_for_topics: bool = False
     """Whether ``open()`` accepts subscribed topics the cluster does not have yet."""
+    protocol_chosen: bool = False
+    """Whether laneway chose ``group.protocol`` (the user did not set it): see
+    :mod:`laneway.sources.kafka.group_protocol`."""
 
 
 def build_settings(
@@ -165,10 +163,12 @@ def build_settings(
     merged: dict[str, object] = dict(DEFAULTS)
     if wait:
         merged.update(WAITING_DEFAULTS)
-    if str(user.get("group.protocol", "classic")).lower() != "consumer":
+    protocol, chosen = chosen_protocol(user)
+    if protocol != CONSUMER:
         # KIP-848 (group.protocol=consumer) assigns on the broker and rejects this setting.
         merged["partition.assignment.strategy"] = DEFAULT_ASSIGNMENT_STRATEGY
     merged.update(user)
+    merged["group.protocol"] = protocol
     merged.update(FORCED)
     merged["bootstrap.servers"] = servers
     merged["group.id"] = group_id
@@ -180,6 +180,7 @@ def build_settings(
         incremental=_is_incremental(merged),
         connect_timeout=seconds(connect_timeout, "connect_timeout"),
         wait_for_topics=wait,
+        protocol_chosen=chosen,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +25,7 @@ from laneway.sources.kafka.client_logs import (
 )
 from laneway.sources.kafka.commits import commit_offsets
 from laneway.sources.kafka.denials import Refusals
+from laneway.sources.kafka.group_protocol import Rejoins
 from laneway.sources.kafka.messages import PolledEpochs, messages_of
 from laneway.sources.kafka.positions import cached_log_ends, committed_partition, unread_counts
 from laneway.sources.kafka.producer import KafkaProducer
@@ -57,8 +60,10 @@ class KafkaSource:
     :mod:`laneway.sources.kafka.client_logs`). Offsets are committed only through :meth:`commit`:
     ``enable.auto.commit`` and ``enable.auto.offset.store`` are forced off (asking for them
     is a :class:`~laneway.errors.ConfigError`). Defaults the user may override:
-    ``auto.offset.reset=earliest`` and ``partition.assignment.strategy=cooperative-sticky``
-    (incremental rebalancing; see :mod:`laneway.sources.kafka.client_config` for why).
+    ``auto.offset.reset=earliest`` and ``group.protocol=consumer`` (KIP-848; classic on
+    request, for a config written for it, or on a cluster without it, and then
+    ``partition.assignment.strategy=cooperative-sticky``: see
+    :mod:`laneway.sources.kafka.group_protocol`).
     ``transactional_id`` names this member's transactional producer under
     ``exactly_once=True`` (see :meth:`transaction`).
 
@@ -128,6 +133,8 @@ class KafkaSource:
         self._watch = TopicWatch(self._name, self._topics, settings.wait_for_topics, lose)
         self._assignment.watch = self._watch
         self._epochs = PolledEpochs()
+        self._rejoins = Rejoins(self._name, settings.protocol_chosen)
+        self._rejoin_at: float | None = None
         self._closed = False
 
     @property
@@ -160,7 +167,7 @@ class KafkaSource:
         tid = self._transactional_id or transactional_id(self._settings.group, instance)
         return KafkaTransaction(
             self._connection,
-            self._consumer,
+            self,
             tid,
             self._name,
             self._transaction_config,
@@ -205,6 +212,11 @@ class KafkaSource:
         """The librdkafka settings the client runs with (callbacks included)."""
         return dict(self._consumer_config)
 
+    def consumer_group_metadata(self) -> object:
+        """The group metadata of the member now (for its transactions: the client is new
+        when the source fell back to the classic protocol)."""
+        return self._consumer.consumer_group_metadata()
+
     def open(self, listener: RebalanceListener) -> None:
         """Subscribe to the topics; assignments arrive through ``listener`` during :meth:`poll`."""
         self._check_usable()
@@ -226,6 +238,10 @@ class KafkaSource:
         else:
             self._watch.opened(consumer)  # the topics it waits for: not ready meanwhile
         assignment.listener = listener
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        assignment = self._assignment
         try:
             self._consumer.subscribe(
                 self._topics,
@@ -235,6 +251,35 @@ class KafkaSource:
             )
         except KafkaException as exc:
             raise SourceError(f"{self._name}: subscribe failed: {describe(exc)}") from exc
+
+    def _rejoin_later(self, error: KafkaError) -> bool:
+        """After a fatal error at join: whether to join again (see
+        :class:`~laneway.sources.kafka.group_protocol.Rejoins`), with a new client made now
+        and subscribed by :meth:`poll` once the delay is over."""
+        plan = self._rejoins.plan(
+            error, self._consumer_config, bool(self._assignment.owned), time.monotonic()
+        )
+        if plan is None:
+            return False
+        self._consumer_config, delay = plan
+        failed, self._consumer = self._consumer, self._new_client()
+        with contextlib.suppress(KafkaException, RuntimeError):
+            failed.close()
+        self._rejoin_at = time.monotonic() + delay
+        return True
+
+    def _rejoin_when_due(self, timeout: float) -> bool:
+        """Subscribe the new client once its delay is over; whether it is (else this
+        waits up to ``timeout`` s of the delay, and the poll returns nothing)."""
+        if self._rejoin_at is None:
+            return True
+        left = self._rejoin_at - time.monotonic()
+        if left > 0:
+            time.sleep(min(left, timeout))
+            return False
+        self._rejoin_at = None
+        self._subscribe()
+        return True
 
     def poll(self, max_messages: int, timeout: float) -> list[Message]:
         """Return up to ``max_messages`` messages, in offset order per partition.
@@ -249,6 +294,8 @@ class KafkaSource:
         :class:`SourceError`.
         """
         self._check_opened()
+        if not self._rejoin_when_due(timeout):
+            return []
         self._watch.before_poll(self._consumer)  # missing topics: looked for again, or fatal
         consume = self._consumer.consume
         try:
@@ -264,6 +311,8 @@ class KafkaSource:
             raise AccessDeniedError(str(self._errors.denied))
         messages = messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
         self._epochs.polled(batch, messages)
+        if self._assignment.owned:
+            self._rejoins.joined()
         return messages
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
@@ -349,6 +398,8 @@ class KafkaSource:
 
     def _skip_or_raise(self, error: KafkaError) -> None:
         # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
+        if (error.code() == _FATAL or error.fatal()) and self._rejoin_later(error):
+            return
         if error.code() == _FATAL or error.fatal():
             # The client is unusable and another member may own our partitions already
             # (e.g. a fenced static member): tell the listener they are lost, then fail.

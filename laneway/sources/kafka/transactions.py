@@ -30,8 +30,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import AccessDeniedError, ConfigError, TransactionError
@@ -133,6 +134,13 @@ def member_transactional_id(group: str, member: int | None, given: str | None) -
     return f"laneway-{group}-{socket.gethostname()}-member-{member}"
 
 
+class GroupMember(Protocol):
+    """What a transaction needs of its member's consumer: the group metadata it sends with
+    the offsets (a confluent-kafka ``Consumer``, or the KafkaSource that owns one)."""
+
+    def consumer_group_metadata(self) -> object: ...
+
+
 class KafkaTransaction:
     """The :class:`~laneway.producing.transactions.Transaction` of a KafkaSource member.
 
@@ -151,7 +159,7 @@ class KafkaTransaction:
     def __init__(
         self,
         connection: Mapping[str, object],
-        consumer: Consumer,
+        consumer: GroupMember,
         transactional_id: str,
         name: str,
         overrides: Mapping[str, object] | None = None,
