@@ -77,7 +77,7 @@ class PartitionOffsets:
 
     Tuning: ``max_metadata_bytes`` must not exceed the broker's setting (else commits
     fail), and a larger value lets more work run past one slow offset: about
-    ``6 * max_metadata_bytes`` offsets (24,416 for the default 4096).
+    ``6 * max_metadata_bytes`` offsets (24,352 for the default 4096).
 
     Not thread-safe; cheap enough to call once per batch per partition in the hot path.
     """

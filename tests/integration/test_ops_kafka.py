@@ -172,14 +172,7 @@ def dead_lettered(bootstrap: str, topic: str, count: int) -> dict[tuple[int, int
 def forged(bootstrap: str, dlq: str, original: str, entries: list[tuple[bytes, int]]) -> None:
     """Dead letters as the router writes them, for records of ``original`` partition 0,
     with the given values and replay counts."""
-    records = []
-    for value, replays in entries:
-        failure = Failure(Message(original, 0, 1, b"f", value, (), 0), "ValueError", "forged", 1)
-        headers = dead_letter_headers(failure)
-        if replays:
-            headers.append(("laneway.replay.count", str(replays).encode()))
-        records.append((b"f", value, headers))
-    produce(bootstrap, dlq, records)
+    forged_to(bootstrap, dlq, [(original, value, [n] if n else []) for value, n in entries])
 
 
 @pytest.mark.kafka

@@ -13,12 +13,11 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from topics import SOURCES, AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
+from topics import SOURCES, LogTopic, commit_by_hand
 
 import laneway
 from laneway.offsets.codec import decode_claims, encode
-from laneway.types import CommitPosition, Message
+from laneway.types import Message
 
 GROUP = "upgrade"
 
@@ -30,22 +29,7 @@ def future_map(commit: int, finished: set[int]) -> str:
 
 
 def commit_as_another_member(topic: LogTopic, offset: int, metadata: str) -> None:
-    if isinstance(topic, KafkaTopic):
-        consumer = Consumer({"bootstrap.servers": topic.bootstrap, "group.id": GROUP})
-        try:
-            [done] = consumer.commit(
-                offsets=[TopicPartition(topic.name, 0, offset, metadata)], asynchronous=False
-            )
-            assert done.error is None
-        finally:
-            consumer.close()
-    else:
-        assert isinstance(topic, EmbeddedTopic)
-        source = topic.log.subscribe([topic.name], group=GROUP)
-        source.open(AssignmentListener())
-        source.poll(1, 0.0)
-        source.commit({(topic.name, 0): CommitPosition(offset, metadata)})
-        source.close()
+    commit_by_hand(topic, GROUP, offset, metadata)
     assert topic.committed(GROUP)[0] == (offset, metadata)
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import kafka_helpers
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from topics import SOURCES, AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
+from topics import SOURCES, EmbeddedTopic, KafkaTopic, LogTopic, commit_by_hand
 
 import laneway
 from laneway.offsets.codec import decode, encode, encode_window
@@ -31,23 +30,8 @@ GROUP = "untrusted"
 
 def hand_commit(topic: LogTopic, offset: int, metadata: str) -> None:
     """Commit ``offset`` with ``metadata`` on partition 0 for GROUP, as another tool would."""
-    if isinstance(topic, KafkaTopic):
-        consumer = Consumer(
-            {"bootstrap.servers": topic.bootstrap, "group.id": GROUP, "enable.auto.commit": False}
-        )
-        try:
-            tp = TopicPartition(topic.name, 0, offset, metadata=metadata)
-            [result] = consumer.commit(offsets=[tp], asynchronous=False)
-            assert result.error is None
-        finally:
-            consumer.close()
-    else:
-        assert isinstance(topic, EmbeddedTopic)
-        source = topic.log.subscribe([topic.name], group=GROUP)
-        source.open(AssignmentListener())
-        source.poll(1, 0.0)  # the assignment
-        source.commit({(topic.name, 0): CommitPosition(offset, metadata)})
-        source.close()
+    commit_by_hand(topic, GROUP, offset, metadata)
+    if isinstance(topic, EmbeddedTopic):
         # The embedded log keeps no claim at or past its end (Kafka stores what it gets).
         kept, dropped = clip(metadata, offset, topic.log.end_offsets(topic.name)[0])
         metadata = kept if dropped else metadata

@@ -7,6 +7,7 @@ from typing import Protocol
 
 import kafka_helpers
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 import laneway
 from laneway.sources.base import Source
@@ -127,3 +128,28 @@ class AssignmentListener:
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         pass
+
+
+def commit_by_hand(topic: LogTopic, group: str, offset: int, metadata: str) -> None:
+    """Commit ``offset`` with ``metadata`` on partition 0 for ``group``, as another tool (or
+    a member of another laneway release) would: a plain confluent-kafka consumer's commit
+    on the real broker, a plain EmbeddedSource's commit on the embedded log."""
+    if isinstance(topic, KafkaTopic):
+        consumer = Consumer(
+            {"bootstrap.servers": topic.bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        try:
+            [result] = consumer.commit(
+                offsets=[TopicPartition(topic.name, 0, offset, metadata=metadata)],
+                asynchronous=False,
+            )
+            assert result.error is None
+        finally:
+            consumer.close()
+        return
+    assert isinstance(topic, EmbeddedTopic)
+    source = topic.log.subscribe([topic.name], group=group)
+    source.open(AssignmentListener())
+    source.poll(1, 0.0)  # the assignment
+    source.commit({(topic.name, 0): CommitPosition(offset, metadata)})
+    source.close()
