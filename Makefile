@@ -68,7 +68,7 @@ test-cluster: $(DEV)
 # minutes and a broker restarted every ten; prints lost (must be 0), duplicates, p99 latency
 # per 5 minutes and each member's RSS over time (see tests/soak/). Not part of any other target.
 soak: $(DEV)
-	scripts/with-services kafka-cluster -- $(BIN)/python -m tests.soak.run
+	scripts/with-services kafka-cluster -- $(BIN)/python tests/soak/run.py
 
 # The documentation site into site/; --strict turns a broken link, anchor or API reference
 # into a failure. Not --quiet: it hides the warnings that --strict would fail on.
