@@ -1,6 +1,6 @@
 """The handler of the soak's members (``laneway run handler:handle``): 2 ms of I/O-like
 wait, then one line per record to ``<LANEWAY_SOAK_DIR>/<pid>.log``: partition, offset,
-when it was produced and when it was done (wall-clock ms)."""
+when it was produced (wall-clock ms), its sequence number, when it was done."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ _out: dict[int, IO[str]] = {}
 
 def handle(message: laneway.Message) -> None:
     time.sleep(0.002)
-    produced = int((message.value or b"0").split(b" ")[0])
-    line = f"{message.partition} {message.offset} {produced} {time.time_ns() // 1_000_000}\n"
+    produced, sequence = (message.value or b"0 -1").split(b" ")
+    done = time.time_ns() // 1_000_000
+    line = f"{message.partition} {message.offset} {int(produced)} {int(sequence)} {done}\n"
     pid = os.getpid()
     with _lock:
         out = _out.get(pid)

@@ -131,13 +131,17 @@ def broker(command: str, broker_id: int) -> None:
     say(f"broker {broker_id} {command}: {done.stderr.strip().splitlines()[-1:]}")
 
 
-def read_lines(out: Path) -> list[tuple[int, int, int, int]]:
+Row = tuple[int, int, int, int, int]
+"""partition, offset, produced (ms), sequence, done (ms) of one handling."""
+
+
+def read_lines(out: Path) -> list[Row]:
     rows = []
     for path in out.glob("*.log"):
         lines = path.read_text().split("\n")
         for line in lines[:-1]:  # the last is "" or torn by a SIGKILL
-            p, o, produced, done = line.split()
-            rows.append((int(p), int(o), int(produced), int(done)))
+            p, o, produced, sequence, done = line.split()
+            rows.append((int(p), int(o), int(produced), int(sequence), int(done)))
     return rows
 
 
@@ -186,7 +190,8 @@ def main() -> int:
             next_kill += KILL_EVERY_S
         if elapsed >= next_broker:
             events.append((elapsed, f"broker {broker_id} restarted"))
-            broker("restart", broker_id)
+            restarting = threading.Thread(target=broker, args=("restart", broker_id))
+            restarting.start()  # the kills and samples go on meanwhile
             broker_id = broker_id % 3 + 1
             next_broker += BROKER_EVERY_S
         time.sleep(1.0)
@@ -196,7 +201,7 @@ def main() -> int:
     say(f"produced {total}; waiting for the members to drain")
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        if len({(p, o) for p, o, _, _ in read_lines(out)}) >= total:
+        if len({row[3] for row in read_lines(out)}) >= total:
             break
         time.sleep(2.0)
     time.sleep(5.0)  # a last commit interval
@@ -207,18 +212,20 @@ def main() -> int:
 def report(
     out: Path,
     total: int,
-    rows: list[tuple[int, int, int, int]],
+    rows: list[Row],
     rss: dict[int, list[tuple[float, float]]],
     events: list[tuple[float, str]],
     codes: list[int],
     members: list[Member],
 ) -> int:
-    handled = Counter((p, o) for p, o, _, _ in rows)
-    lost = total - len(handled)
+    handled = Counter((p, o) for p, o, _, _, _ in rows)
+    sequences = {row[3] for row in rows}
+    lost = len(set(range(total)) - sequences)
     duplicates = sum(handled.values()) - len(handled)
-    first_produced = min(produced for _, _, produced, _ in rows)
+    written_twice = len(handled) - len(sequences)
+    first_produced = min((row[2] for row in rows), default=0)
     windows: dict[int, list[int]] = defaultdict(list)
-    for _, _, produced, done in rows:
+    for _, _, produced, _, done in rows:
         windows[int((produced - first_produced) / 1000 // WINDOW_S)].append(done - produced)
     latency = [
         {
@@ -234,13 +241,17 @@ def report(
     growth = (steady[-1] / steady[0] - 1) if len(steady) >= 2 else 0.0
     document = {
         "minutes": MINUTES, "rate": RATE, "produced": total, "lost": lost,
-        "duplicates": duplicates, "latency": latency, "events": events,
+        "duplicates": duplicates, "written_twice_by_the_producer": written_twice,
+        "latency": latency, "events": events,
         "rss_mib": {str(slot): series for slot, series in rss.items()},
         "member0_rss_growth_after_warm_up": round(growth, 4),
         "lives": [m.lives for m in members], "exit_codes": codes,
     }  # fmt: skip
     (out.parent / "report.json").write_text(json.dumps(document, indent=1))
-    say(f"lost {lost}, duplicates {duplicates} of {total} records")
+    say(
+        f"lost {lost}, duplicates {duplicates} of {total} records "
+        f"({written_twice} written twice by the producer)"
+    )
     for window in latency:
         say(f"latency {window['window']}: p50 {window['p50_ms']} ms, p99 {window['p99_ms']} ms, "
             f"max {window['max_ms']} ms ({window['records']} records)")  # fmt: skip

@@ -13,20 +13,22 @@ that no record written meanwhile between the end and the stale offset is skipped
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     OFFSET_INVALID,
     Consumer,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
 
 from laneway.errors import SourceError
 from laneway.offsets.log_end import trusted_position
-from laneway.sources.kafka.client_logs import describe, describe_error
+from laneway.sources.kafka.client_logs import describe, describe_error, kafka_error
 from laneway.sources.kafka.positions import COMMITTED_TIMEOUT_S
 from laneway.types import CommitPosition, PartitionId
 
@@ -40,6 +42,24 @@ RESET_OFFSETS = {
 }
 """librdkafka's ``auto.offset.reset`` values and the logical offset each resets to (with
 ``error`` the stale offset is assigned and librdkafka reports it out of range)."""
+RETRY_WAIT_S = 0.1
+"""The first wait before asking again for log ends whose leader is moving (doubling to 1 s)."""
+LEADER_MOVING = frozenset(
+    {
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+"""Errors of a log-end request that a broker restart or a leader election causes, and that
+pass once the partition has a leader again (librdkafka does not flag them retriable)."""
 
 
 def trusted_starts(
@@ -71,22 +91,52 @@ def trusted_starts(
 
 
 def log_ends_now(
-    consumer: Consumer, partitions: list[PartitionId], name: str
+    consumer: Consumer,
+    partitions: list[PartitionId],
+    name: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[PartitionId, int]:
     """The end offset of each of ``partitions``, asked of their leaders now (the end a
-    ``read_committed`` consumer may read to, with that isolation level); a failure raises
-    :class:`SourceError`, as a failed read of the committed offsets does."""
-    query = [TopicPartition(topic, partition, OFFSET_END) for topic, partition in partitions]
-    try:
-        found = consumer.offsets_for_times(query, timeout=COMMITTED_TIMEOUT_S)
-    except KafkaException as exc:
-        raise SourceError(f"{name}: reading the log ends failed: {describe(exc)}") from exc
+    ``read_committed`` consumer may read to, with that isolation level). A partition whose
+    leader is moving (``FENCED_LEADER_EPOCH``, ``NOT_LEADER_OR_FOLLOWER``, any retriable
+    error: a broker restarting, a leader election) is asked again, for up to
+    :data:`~laneway.sources.kafka.positions.COMMITTED_TIMEOUT_S` in all; another failure,
+    or one that outlasts that, raises :class:`SourceError`, as a failed read of the
+    committed offsets does."""
+    deadline = clock() + COMMITTED_TIMEOUT_S
     ends: dict[PartitionId, int] = {}
-    for tp in found:
-        if tp.error is not None or tp.offset < 0:
-            problem = describe_error(tp.error) if tp.error is not None else f"offset {tp.offset}"
-            raise SourceError(
-                f"{name}: reading the log end of {tp.topic}[{tp.partition}] failed: {problem}"
-            )
-        ends[(tp.topic, tp.partition)] = tp.offset
-    return ends
+    pending = list(partitions)
+    wait = RETRY_WAIT_S
+    while True:
+        query = [TopicPartition(topic, partition, OFFSET_END) for topic, partition in pending]
+        left = max(0.1, deadline - clock())
+        try:
+            found = consumer.offsets_for_times(query, timeout=left)
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or not _passing(error) or clock() + wait > deadline:
+                raise SourceError(f"{name}: reading the log ends failed: {describe(exc)}") from exc
+            found = []
+        retry: list[PartitionId] = [] if found else pending
+        for tp in found:
+            if tp.error is not None and _passing(tp.error) and clock() + wait <= deadline:
+                retry.append((tp.topic, tp.partition))
+            elif tp.error is not None or tp.offset < 0:
+                problem = (
+                    describe_error(tp.error) if tp.error is not None else f"offset {tp.offset}"
+                )
+                raise SourceError(
+                    f"{name}: reading the log end of {tp.topic}[{tp.partition}] failed: {problem}"
+                )
+            else:
+                ends[(tp.topic, tp.partition)] = tp.offset
+        if not retry:
+            return ends
+        pending = retry
+        sleep(wait)
+        wait = min(wait * 2, 1.0)
+
+
+def _passing(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in LEADER_MOVING
