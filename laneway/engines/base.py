@@ -124,17 +124,27 @@ class InFlight:
     """What one worker (thread, coroutine) is running: ``message`` (``None``: nothing) and
     ``since``, the ``time.monotonic()`` its first attempt started. Written by the worker
     before each message, read by the stall watch from another thread (each attribute is
-    read whole, so a reader sees at worst a message with its predecessor's start)."""
+    read whole, so a reader sees at worst a message with its predecessor's start).
+    ``report``: the worker's current run's report (a
+    :class:`~laneway.engines.run_report.RunReport`), for the engine's watcher to hand
+    over what the worker finished while it sits in a long call."""
 
-    __slots__ = ("message", "since")
+    __slots__ = ("message", "report", "since")
 
     def __init__(self) -> None:
         self.message: Message | None = None
         self.since = 0.0
+        self.report: HandOver | None = None
 
     def snapshot(self) -> tuple[Message, float] | None:
         message = self.message
         return None if message is None else (message, self.since)
+
+
+class HandOver(Protocol):
+    """What a watcher may ask of a worker's report (see :class:`InFlight`)."""
+
+    def hand_over(self) -> int: ...
 
 
 class Engine(Protocol):

@@ -57,7 +57,13 @@ def build_engine(
     if kind is EngineKind.THREAD:
         from laneway.engines.thread import ThreadEngine
 
-        return ThreadEngine(invoker, config.ordering, config.concurrency, batch_wait=batch_wait)
+        return ThreadEngine(
+            invoker,
+            config.ordering,
+            config.concurrency,
+            batch_wait=batch_wait,
+            stall_timeout=config.stall_timeout,
+        )
     from laneway.engines.async_engine import AsyncEngine
     from laneway.engines.event_loops import new_event_loop
 
@@ -68,6 +74,7 @@ def build_engine(
         loop=loop,
         loop_factory=partial(new_event_loop, config.event_loop),
         batch_wait=batch_wait,
+        stall_timeout=config.stall_timeout,
     )
 
 
