@@ -54,16 +54,18 @@ from laneway.engines.base import Completions
 from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.lanes import lane_function
 from laneway.engines.process.batching import Batcher
+from laneway.engines.process.detaching import LOOK_EVERY, Detached, Detacher
 from laneway.engines.process.placement import LanePlacement
+from laneway.engines.process.reply import BatchResult
 from laneway.engines.process.slot import (
     OPEN_FAILED,
     Harvest,
     Slot,
     WorkerProcess,
-    decode_reply,
     kill_all,
     stop_all,
 )
+from laneway.engines.process.worker import MOVED_ON, REVOKED
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.logs import get_logger
 from laneway.options import Ordering, whole_number
@@ -118,6 +120,7 @@ class ProcessEngine:
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
         timeout = self._policy.timeout
         self._tick = 1.0 if timeout is None else min(max(timeout / 4, 0.005), 1.0)
+        self._busy_tick = min(self._tick, LOOK_EVERY)
         self._ctx = multiprocessing.get_context("spawn")
         shared: deque[Message] = deque()
         self._slots = [
@@ -135,9 +138,11 @@ class ProcessEngine:
         self._placement = (
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )
+        self._detacher = Detacher(self._n, lane_of, self._policy)
         self._waitables: dict[_Waitable, Slot] = {}
+        self._detached: dict[_Waitable, Detached] = {}
         self._reader: threading.Thread | None = None
-        self._leftovers = _Leftovers(self._slots)
+        self._leftovers = _Leftovers(self._slots, self._detacher)
         self._at_exit: Finalize[None] | None = None
         self._started = self._closing = self._stopping = self._closed = False
 
@@ -148,12 +153,14 @@ class ProcessEngine:
 
     @property
     def worker_restarts(self) -> int:
-        """How many times a dead (or timed-out) worker process was replaced."""
-        return self._restarts
+        """How many times a worker process was replaced: it died, timed out, or was
+        detached from a call that ran too long (see :mod:`.detaching`)."""
+        return self._restarts + self._detacher.count
 
     def running(self) -> list[tuple[Message, float]]:
         now = time.monotonic()
-        return [item for slot in self._slots if (item := slot.running(now)) is not None]
+        running = [item for slot in self._slots if (item := slot.running(now)) is not None]
+        return running + self._detacher.running()
 
     @property
     def worker_pids(self) -> list[int]:
@@ -280,14 +287,19 @@ class ProcessEngine:
             if self._batcher.holds_back:
                 with self._lock:
                     timers.extend(self._batcher.filled_in(self._slots, now))
-            timeout = max(min(timers, default=self._tick), 0.0)
-            ready = wait([self._wake_r, *self._waitables], timeout)
+            tick = self._busy_tick if self._in_flight else self._tick
+            timeout = max(min(timers, default=tick), 0.0)
+            ready = wait([self._wake_r, *self._waitables, *self._detached], timeout)
             harvest = Harvest()
             for obj in ready:
                 if obj is self._wake_r:
                     self._wake_r.recv_bytes()
                     with self._lock:
                         self._wake_pending = False
+                    continue
+                detached = self._detached.get(cast(_Waitable, obj))
+                if detached is not None:
+                    self._from_detached(detached, obj is detached.worker.conn, harvest)
                     continue
                 slot = self._waitables.get(cast(_Waitable, obj))
                 if slot is None or slot.worker is None:
@@ -297,10 +309,12 @@ class ProcessEngine:
                 else:
                     self._on_death(slot, slot.worker, harvest)
             self._report(harvest)
+            self._detacher.look(self._slots, time.monotonic())
             if limit is not None:
                 now_ns = time.monotonic_ns()
                 for slot in self._slots:
                     slot.kill_if_overdue(now_ns, limit)
+                self._detacher.kill_overdue(now_ns, limit)
             for slot in self._slots:
                 if slot.restart_at is not None and slot.restart_at <= time.monotonic():
                     with self._leftovers.lock:
@@ -316,7 +330,9 @@ class ProcessEngine:
             while True:
                 data = worker.conn.recv_bytes()
                 if worker.ready:
-                    self._on_reply(slot, data, harvest)
+                    self._on_message(slot, worker, data, harvest)
+                    if slot.worker is not worker:
+                        return  # detached: what it sends now is read as such
                 elif (error := worker.handshake(data)) is not None:
                     log.error("replacement worker %d cannot start: %s", slot.index, error)
                     return  # it exits; its sentinel brings it back to _on_death
@@ -328,8 +344,53 @@ class ProcessEngine:
         except (EOFError, OSError):
             self._on_death(slot, worker, harvest)
 
-    def _on_reply(self, slot: Slot, data: bytes, harvest: Harvest) -> None:
-        batch_id, result, seconds = decode_reply(data)
+    def _on_message(self, slot: Slot, worker: WorkerProcess, data: bytes, harvest: Harvest) -> None:
+        """A ready worker's message: a batch's answer, or its answer to a revocation."""
+        message = pickle.loads(data)
+        kind = message[0]
+        if kind == REVOKED:
+            back = self._detacher.revoked(slot, message[1:], harvest)
+            self._put_back(slot, back)
+            del self._waitables[worker.conn], self._waitables[worker.sentinel]
+            detached = self._detacher.detached[-1]
+            self._detached[worker.conn] = self._detached[worker.sentinel] = detached
+        elif kind == MOVED_ON:
+            self._detacher.moved_on(slot)
+        else:
+            self._on_reply(slot, message, harvest)
+
+    def _from_detached(self, detached: Detached, readable: bool, harvest: Harvest) -> None:
+        """A detached worker answered for its turn, or is gone."""
+        worker = detached.worker
+        if readable:
+            with contextlib.suppress(EOFError, OSError):
+                _, result, _ = pickle.loads(worker.conn.recv_bytes())
+                self._detacher.answered(detached, result, harvest)
+                return
+        del self._detached[worker.conn], self._detached[worker.sentinel]
+        worker.reap()
+        if not detached.rows:
+            self._detacher.gone(detached)
+            return
+        again, failed = self._detacher.died(detached, detached.killed)
+        why = "killed: handler timed out" if detached.killed else "died"
+        log.warning("detached worker (pid %d) %s; its call runs again", worker.pid, why)
+        harvest.failed.extend(failed)
+        self._put_back(detached.slot, again)
+
+    def _put_back(self, slot: Slot, messages: list[Message]) -> None:
+        """Messages sent to a worker and taken back unstarted: at the front of the slot's
+        queue, ahead of what was queued since (their lanes' later messages)."""
+        if not messages:
+            return
+        with self._lock:
+            slot.queue.extendleft(reversed(messages))
+            self._in_flight -= len(messages)
+
+    def _on_reply(
+        self, slot: Slot, reply: tuple[int, BatchResult, float], harvest: Harvest
+    ) -> None:
+        batch_id, result, seconds = reply
         batch = slot.outstanding.popleft()
         if batch.id != batch_id:
             raise LanewayError(f"worker {slot.index} answered batch {batch_id}, not {batch.id}")
@@ -354,7 +415,9 @@ class ProcessEngine:
         """Reap a dead worker (after reading the replies it sent), let the slot decide."""
         with contextlib.suppress(EOFError, OSError):
             while worker.ready and worker.conn.poll():
-                self._on_reply(slot, worker.conn.recv_bytes(), harvest)
+                self._on_message(slot, worker, worker.conn.recv_bytes(), harvest)
+                if slot.worker is not worker:
+                    return  # it was detached: its death is read as a detached worker's
         del self._waitables[worker.conn], self._waitables[worker.sentinel]
         code = worker.reap()
         if slot.killed_at is not None:
@@ -362,6 +425,7 @@ class ProcessEngine:
         else:
             log.warning("worker %d (pid %d) died with exit code %s", slot.index, worker.pid, code)
         self._restarts += 1
+        slot.asking = False
         harvest.failed.extend(slot.bury(worker, self._policy))
 
     def _dispatch(self) -> None:
@@ -375,10 +439,12 @@ class ProcessEngine:
             worker.send_batch(batch)
 
     def _stop_workers(self, grace: float) -> None:
-        stop_all([s.worker for s in self._slots if s.worker is not None], grace)
+        detached = [d.worker for d in self._detacher.detached]
+        stop_all([s.worker for s in self._slots if s.worker is not None] + detached, grace)
         for slot in self._slots:
             slot.worker = None
         self._waitables.clear()
+        self._detached.clear()
         if self._at_exit is not None:
             self._at_exit.cancel()
 
@@ -388,12 +454,14 @@ class _Leftovers:
     engine is garbage-collected); once killed, the reader thread, which may still run,
     replaces none of them (its replacements would outlive the exit handler's join)."""
 
-    def __init__(self, slots: list[Slot]) -> None:
+    def __init__(self, slots: list[Slot], detacher: Detacher) -> None:
         self.slots = slots
+        self.detacher = detacher
         self.lock = threading.Lock()
         self.killed = False
 
     def kill(self) -> None:
         with self.lock:
             self.killed = True
-            kill_all([slot.worker for slot in self.slots if slot.worker is not None])
+            workers = [slot.worker for slot in self.slots if slot.worker is not None]
+            kill_all(workers + [d.worker for d in self.detacher.detached])
