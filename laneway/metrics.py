@@ -46,6 +46,7 @@ class Metric(str, enum.Enum):
     BACKLOG = "laneway_backlog_messages"
     DRAIN_SECONDS = "laneway_drain_seconds"
     OLDEST_UNFINISHED = "laneway_oldest_unfinished_seconds"
+    STALLED_WAITING = "laneway_stalled_waiting_messages"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
     ACKNOWLEDGEMENTS = "laneway_acknowledgements_total"
@@ -168,6 +169,13 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         "seconds",
         _PARTITION,
         "How long the partition's oldest running message has been in its handler (0: none).",
+    ),
+    Metric.STALLED_WAITING: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        _PARTITION,
+        "Messages of the partition that cannot start until a call past stall_timeout returns "
+        "(its key's later messages; with ordering=partition the partition's) (0: none).",
     ),
     Metric.REBALANCES: MetricDefinition(
         MetricKind.COUNTER,

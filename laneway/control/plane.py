@@ -84,7 +84,7 @@ class ControlPlane:
         self._abandoned = 0
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
-        self._stalls = StallWatch.for_config(engine, config)
+        self._stalls = StallWatch.for_config(engine, config, self._finished_beyond)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -340,9 +340,15 @@ class ControlPlane:
             committed=committed,
             worker_restarts=self._engine.worker_restarts,
             oldest=self._stalls.report.oldest_by_partition,
+            waiting=self._stalls.report.waiting_by_partition,
             ends=ends,
             backlog=backlog,
         )
+
+    def _finished_beyond(self) -> dict[PartitionId, int]:
+        """Finished messages beyond each owned partition's commit point, as last sampled
+        (the stall watch's thread reads it: the sample is replaced whole)."""
+        return {(p.topic, p.partition): p.finished_beyond for p in self._backlog.latest.partitions}
 
     @property
     def backlog(self) -> Backlog:

@@ -145,11 +145,13 @@ class Tally:
         oldest: Mapping[PartitionId, float],
         ends: Mapping[PartitionId, int],
         backlog: Backlog,
+        waiting: Mapping[PartitionId, int],
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
-        (where ``ends`` knows it) and the age of the oldest running message (0: none);
-        and the ``backlog`` (see :meth:`_backlog`)."""
+        (where ``ends`` knows it), the age of the oldest running message (0: none) and the
+        messages ``waiting`` for a stalled call (0: none); and the ``backlog`` (see
+        :meth:`_backlog`)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -158,6 +160,7 @@ class Tally:
             labels = (pid[0], str(pid[1]))
             metrics.gauge(Metric.COMMITTED_OFFSET, offset, labels)
             metrics.gauge(Metric.OLDEST_UNFINISHED, oldest.get(pid, 0.0), labels)
+            metrics.gauge(Metric.STALLED_WAITING, waiting.get(pid, 0), labels)
             end = ends.get(pid)
             if end is not None:
                 metrics.gauge(Metric.CONSUMER_LAG, max(0, end - offset), labels)

@@ -10,20 +10,21 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from laneway.engines.base import Completions, InFlight
+from laneway.engines.base import Completions, InFlight, read_while_changing
 from laneway.engines.claims import (
     GIVE_BACK_AFTER,
     Claim,
     HandlerCost,
     steal_claimed,
     take_back_slow,
+    waiting_behind,
 )
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.engines.run_report import hand_over_slow
 from laneway.engines.stalled_calls import StalledCalls
 from laneway.options import Ordering
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting
 
 T = TypeVar("T")
 
@@ -143,6 +144,17 @@ class AsyncEngine:
 
     def running(self) -> list[tuple[Message, float]]:
         return [item for slot in self._slots if (item := slot.snapshot()) is not None]
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """Read from the stall watch's thread, not the loop's: a handler that blocks the
+        loop is exactly what the watch reports (see
+        :func:`~laneway.engines.base.read_while_changing`)."""
+
+        def read() -> list[Waiting]:
+            claims = list(self._claims.values())
+            return [waiting_behind(m, self._scheduler, claims) for m in messages]
+
+        return read_while_changing(read, [Waiting() for _ in messages])
 
     def close(self, timeout: float) -> None:
         loop = self._loop

@@ -9,11 +9,11 @@ Nothing here is per message: submit, report and wake-up all work on lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
-from typing import Protocol
+from collections.abc import Callable, Collection
+from typing import Protocol, TypeVar
 
 from laneway.results import Records
-from laneway.types import Failure, Message, PartitionId
+from laneway.types import Failure, Message, PartitionId, Waiting
 
 ResultGroup = tuple[list[Message], Records]
 """Messages whose handler call returned results, with those results: the messages count as
@@ -147,6 +147,24 @@ class HandOver(Protocol):
     def hand_over(self) -> int: ...
 
 
+T = TypeVar("T")
+
+READ_ATTEMPTS = 3
+"""Tries at reading another thread's queues (see :func:`read_while_changing`)."""
+
+
+def read_while_changing(read: Callable[[], T], otherwise: T) -> T:
+    """``read()`` of queues another thread changes, for a report: a deque or dict that
+    changes size while it is read raises ``RuntimeError``, and is read again, up to
+    :data:`READ_ATTEMPTS` times (then ``otherwise``). Not for decisions: a snapshot."""
+    for _ in range(READ_ATTEMPTS):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return otherwise
+
+
 class Engine(Protocol):
     """Runs handlers on submitted messages and reports through :class:`Completions`.
 
@@ -178,6 +196,11 @@ class Engine(Protocol):
         """The messages being handled now, each with the ``time.monotonic()`` its first
         attempt started (retries included). Safe to call from any thread; for the stall
         watch, about once a second."""
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """For each of ``messages`` (running now), what cannot start until it returns. For
+        the stall watch, about once a second while calls are stalled; safe to call from
+        any thread."""
 
     @property
     def worker_restarts(self) -> int:

@@ -183,6 +183,11 @@ class LaneScheduler:
         self.queued -= len(batch)
         return lanes, batch
 
+    def queued_in(self, lane: Hashable) -> list[Message]:
+        """The messages queued in ``lane`` (ordered modes; a copy)."""
+        queue = self._lanes.get(lane)
+        return [] if queue is None else list(queue)
+
     def lane(self, message: Message) -> Hashable:
         """The lane of ``message`` (ordered modes; :data:`UNORDERED_LANE` otherwise)."""
         lane_of = self._lane_of

@@ -8,13 +8,19 @@ import time
 from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions, InFlight
-from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back_slow
+from laneway.engines.claims import (
+    Claim,
+    HandlerCost,
+    steal_claimed,
+    take_back_slow,
+    waiting_behind,
+)
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.engines.run_report import hand_over_slow
 from laneway.engines.stalled_calls import StalledCalls
 from laneway.options import Ordering
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting
 
 WORK_PER_WORKER = 0.005
 """Seconds of queued work per running thread above which another thread is woken (so
@@ -133,6 +139,11 @@ class ThreadEngine:
 
     def running(self) -> list[tuple[Message, float]]:
         return [item for slot in self._slots if (item := slot.snapshot()) is not None]
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        with self._cond:
+            claims = list(self._claims.values())
+            return [waiting_behind(m, self._scheduler, claims) for m in messages]
 
     def close(self, timeout: float) -> None:
         with self._cond:

@@ -57,6 +57,8 @@ class MemberFigures:
     totals: Mapping[Metric, float] = field(default_factory=dict)
     oldest: Mapping[PartitionId, float] = field(default_factory=dict)
     failures: Mapping[str, str] = field(default_factory=dict)
+    waiting: Mapping[PartitionId, float] = field(default_factory=dict)
+    """Per partition, the messages waiting for a stalled call (summed over members)."""
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -80,6 +82,7 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
     ``failures`` and left out of the sums."""
     totals: dict[Metric, float] = {}
     oldest: dict[PartitionId, float] = {}
+    waiting: dict[PartitionId, float] = {}
     failures: dict[str, str] = {}
     answered = 0
     wanted = {metric.value: metric for metric in (*COUNTERS, *GAUGES)}
@@ -95,10 +98,22 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
             metric = wanted.get(name)
             if metric is not None:
                 totals[metric] = totals.get(metric, 0.0) + value
-            elif name == Metric.OLDEST_UNFINISHED.value and "topic" in labels:
-                try:
-                    pid = (labels["topic"], int(labels.get("partition", "")))
-                except ValueError:
-                    continue
+                continue
+            pid = _partition(labels)
+            if pid is None:
+                continue
+            if name == Metric.OLDEST_UNFINISHED.value:
                 oldest[pid] = max(oldest.get(pid, 0.0), value)
-    return MemberFigures(answered, totals, oldest, failures)
+            elif name == Metric.STALLED_WAITING.value:
+                waiting[pid] = waiting.get(pid, 0.0) + value
+    return MemberFigures(answered, totals, oldest, failures, waiting)
+
+
+def _partition(labels: Mapping[str, str]) -> PartitionId | None:
+    """The partition a sample's labels name, or ``None``."""
+    if "topic" not in labels:
+        return None
+    try:
+        return labels["topic"], int(labels.get("partition", ""))
+    except ValueError:
+        return None

@@ -39,6 +39,9 @@ HELP = f"""{SUMMARY}
   age        with --metrics, how long the partition's oldest unfinished message has
              been in its handler (the largest any member reports): a slow or stuck
              key's partition shows here; keys themselves are never in the metrics
+  waiting    with --metrics, the messages of the partition that cannot start until a
+             call past stall_timeout returns (its key's; with ordering=partition, the
+             partition's)
 
 Rates come from two samples --interval seconds apart. --once takes two samples, prints
 one snapshot as plain text and exits (for scripts). The live view needs rich (pip install

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Collection, Hashable, MutableSequence
 
-from laneway.engines.attempts import STARTED
+from laneway.engines.attempts import INDEX, STARTED
 from laneway.engines.lanes import LaneOf
 from laneway.engines.process.reply import BatchResult
 from laneway.engines.process.slot import (
@@ -43,7 +43,7 @@ from laneway.engines.process.slot import (
 )
 from laneway.logs import get_logger
 from laneway.retry import RetryPolicy, timed_out
-from laneway.types import Failure, Message
+from laneway.types import Failure, Message, Waiting, waiting_of
 
 log = get_logger(__name__)
 
@@ -240,3 +240,32 @@ class Detacher:
     def _release(self, detached: Detached) -> None:
         detached.slot.held -= detached.held
         detached.held = set()
+
+
+def waiting_behind(
+    message: Message, slots: Collection[Slot], detacher: Detacher, lane_of: LaneOf | None
+) -> Waiting:
+    """What cannot start until ``message``'s call returns: while its worker sits in the
+    slot, everything the worker holds behind it and (ordered) every message routed to its
+    slot; once detached, the queued messages of the lanes its turn holds. Call with the
+    engine's lock held; the worker's batches are read as
+    :func:`~laneway.engines.base.read_while_changing` reads."""
+    now = time.monotonic()
+    for slot in slots:
+        running = slot.running(now)
+        if running is None or running[0] != message:
+            continue
+        behind: list[Message] = []
+        for number, batch in enumerate(list(slot.outstanding)):
+            rows = batch.messages[slot.progress[INDEX] + 1 :] if number == 0 else batch.messages
+            behind += rows
+        if lane_of is not None:
+            behind += slot.queue
+        return waiting_of(behind)
+    for detached in detacher.detached:
+        if detached.rows and detached.batch.messages[detached.first] == message:
+            if lane_of is None:
+                return Waiting()
+            held = detached.held
+            return waiting_of(m for m in detached.slot.queue if lane_of(m) in held)
+    return Waiting()

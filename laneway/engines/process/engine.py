@@ -50,11 +50,11 @@ from typing import cast
 
 from laneway.engines.admission.gate import Limits
 from laneway.engines.attempts import AttemptHook
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, read_while_changing
 from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.lanes import lane_function
 from laneway.engines.process.batching import Batcher
-from laneway.engines.process.detaching import LOOK_EVERY, Detached, Detacher
+from laneway.engines.process.detaching import LOOK_EVERY, Detached, Detacher, waiting_behind
 from laneway.engines.process.placement import LanePlacement
 from laneway.engines.process.reply import BatchResult
 from laneway.engines.process.slot import (
@@ -70,7 +70,7 @@ from laneway.errors import HandlerImportError, LanewayError
 from laneway.logs import get_logger
 from laneway.options import Ordering, whole_number
 from laneway.retry import RetryPolicy
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting
 
 log = get_logger(__name__)
 
@@ -138,6 +138,7 @@ class ProcessEngine:
         self._placement = (
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )
+        self._lane_of = lane_of
         self._detacher = Detacher(self._n, lane_of, self._policy)
         self._waitables: dict[_Waitable, Slot] = {}
         self._detached: dict[_Waitable, Detached] = {}
@@ -161,6 +162,14 @@ class ProcessEngine:
         now = time.monotonic()
         running = [item for slot in self._slots if (item := slot.running(now)) is not None]
         return running + self._detacher.running()
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        def read() -> list[Waiting]:
+            slots, detacher, lane_of = self._slots, self._detacher, self._lane_of
+            return [waiting_behind(m, slots, detacher, lane_of) for m in messages]
+
+        with self._lock:
+            return read_while_changing(read, [Waiting() for _ in messages])
 
     @property
     def worker_pids(self) -> list[int]:
