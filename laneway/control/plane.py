@@ -32,6 +32,7 @@ from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
 from laneway.engines.base import Completions, Engine
+from laneway.engines.lanes import lane_function
 from laneway.errors import AccessDeniedError, SourceError, TransactionError
 from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
@@ -111,7 +112,8 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._progress.partitions)
-        self._progress.unstarted(self._engine.cancel(owned))
+        taken_back = self._engine.cancel(owned)
+        self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
             if self._drained():
@@ -120,8 +122,14 @@ class ControlPlane:
             self._collect_unless_refused()
         self._collect_unless_refused()
         if not self._drained():
-            drain_timeout = self._config.drain_timeout
-            self._abandoned = abandon(self._progress, self._engine, drain_timeout, abort.is_set())
+            self._abandoned = abandon(
+                self._progress,
+                self._engine,
+                self._config.drain_timeout,
+                abort.is_set(),
+                taken_back,
+                lane_function(self._config.ordering),
+            )
         failed: TransactionError | None = None
         try:
             self._commit_or_warn(self._progress.partitions, "final commit")

@@ -7,9 +7,10 @@ worker for the other keys. So the thread and async engines count a call running 
 ``stall_timeout`` as *stalled*: it no longer holds a place in ``concurrency``, and a new
 worker takes that place. The stalled worker goes on with its call (nothing can interrupt a
 thread) and, once the call returns and it has finished what it claimed of that key, it
-retires. At most ``concurrency`` calls are replaced at once, so there are never more than
-twice ``concurrency`` workers; past that, the stall watch's report (``/readyz``,
-``on_stall="exit"``) is what is left.
+retires. At most :data:`REPLACED_PER_WORKER` x ``concurrency`` calls are replaced at once
+(so calls that never return on more keys than ``concurrency`` leave the others workers),
+never more workers than that plus ``concurrency``; past that, the stall watch's report
+(``/readyz``, ``on_stall="exit"``) is what is left.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from collections.abc import Sequence
 
 from laneway.engines.base import InFlight
 
+REPLACED_PER_WORKER = 2
+"""How many stalled calls per place in ``concurrency`` may be replaced at once."""
+
 
 class StalledCalls:
     """Which workers of an engine sit in a call past ``timeout`` seconds and were replaced.
@@ -25,12 +29,13 @@ class StalledCalls:
     The engine asks :meth:`replace` from its watcher (with its own lock held, or on its
     loop) for the workers to start, and :meth:`retire` from a worker whose claim ended,
     which then exits if it was replaced. Worker indexes of retired workers are given to
-    later replacements, so the engine's per-worker lists stay within ``2 x concurrency``.
-    Tuning: ``stall_timeout`` (``None``: calls are never replaced).
+    later replacements, so the engine's per-worker lists stay within ``(1 +
+    REPLACED_PER_WORKER) x concurrency``. Tuning: ``stall_timeout`` (``None``: calls are
+    never replaced).
     """
 
     def __init__(self, concurrency: int, timeout: float | None) -> None:
-        self._most = concurrency
+        self._most = REPLACED_PER_WORKER * concurrency
         self._timeout = timeout
         self._replaced: set[int] = set()
         self._spare: list[int] = []

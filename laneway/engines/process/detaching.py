@@ -17,10 +17,12 @@ reader thread asks it for everything it has not started (see
 
 So another key waits behind a blocked call at most ``DETACH_AFTER`` plus a worker's start
 (about 0.2-0.5 s, importing the handler). The fresh worker does not have what the
-detached one kept in memory, as after a crash. At most ``concurrency`` workers are
-detached at once; past that, stalled calls hold their slots (the stall watch reports
-them). A detached worker that dies, or is killed by ``handler_timeout``, gives its turn
-back to the slot (counted against the message like any worker death or timeout).
+detached one kept in memory, as after a crash. At most
+:data:`~laneway.engines.stalled_calls.REPLACED_PER_WORKER` x ``concurrency`` workers are
+detached at once, as the other engines replace stalled calls; past that, stuck calls hold
+their slots (the stall watch reports them). A detached worker that dies, or is killed by
+``handler_timeout``, gives its turn back to the slot (counted against the message like
+any worker death or timeout).
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ from laneway.engines.process.slot import (
     stop_all,
 )
 from laneway.engines.process.worker import MOVED_ON, REVOKED
+from laneway.engines.stalled_calls import REPLACED_PER_WORKER
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.logs import get_logger
 from laneway.options import Ordering, whole_number
@@ -139,7 +140,7 @@ class ProcessEngine:
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )
         self._lane_of = lane_of
-        self._detacher = Detacher(self._n, lane_of, self._policy)
+        self._detacher = Detacher(REPLACED_PER_WORKER * self._n, lane_of, self._policy)
         self._waitables: dict[_Waitable, Slot] = {}
         self._detached: dict[_Waitable, Detached] = {}
         self._reader: threading.Thread | None = None
