@@ -27,6 +27,7 @@ any worker death or timeout).
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections import Counter
 from collections.abc import Collection, Hashable, MutableSequence
@@ -102,7 +103,8 @@ class Detacher:
 
     Used from the engine's reader thread only: :meth:`look` asks stuck workers for what
     they have not started; :meth:`revoked` and :meth:`moved_on` take their answers;
-    :meth:`answered` and :meth:`died` end a detached worker. ``lane_of`` (``None``:
+    :meth:`heard_from` takes a detached worker's answer for its turn and :meth:`ended`
+    its end. ``lane_of`` (``None``:
     unordered) names the lanes a detached turn holds. Tuning: none (:data:`DETACH_AFTER`).
     """
 
@@ -190,20 +192,36 @@ class Detacher:
         )
         return back
 
-    def answered(self, detached: Detached, result: BatchResult, harvest: Harvest) -> None:
-        """A detached worker answered for its turn: settle it, release its lanes."""
+    def heard_from(self, detached: Detached, harvest: Harvest) -> bool:
+        """Read a detached worker's answer for its turn: settle it into ``harvest`` and
+        release its lanes. False when its pipe is closed instead (it is gone)."""
+        try:
+            _, result, _ = pickle.loads(detached.worker.conn.recv_bytes())
+        except (EOFError, OSError):
+            return False
         harvest.add(detached.batch, result, detached.rows)
         self._release(detached)
         detached.rows = []
+        return True
 
-    def died(self, detached: Detached, killed: bool) -> tuple[list[Message], list[Failure]]:
-        """A detached worker is gone before it answered (``killed``: by the handler
-        timeout): its turn's messages to run again, and those given up on for good."""
-        self._release(detached)
+    def ended(self, detached: Detached, harvest: Harvest) -> list[Message]:
+        """A detached worker is gone (reaped). If it had not answered (it died, or was
+        killed by the handler timeout), its turn's messages go back to its slot, those
+        given up on for good into ``harvest``; return the messages to run again."""
         self.detached.remove(detached)
+        if not detached.rows:
+            return []
+        why = "was killed: handler timed out" if detached.killed else "died"
+        log.warning("detached worker (pid %d) %s; its call runs again", detached.worker.pid, why)
+        again, failed = self._died(detached, detached.killed)
+        harvest.failed.extend(failed)
+        return again
+
+    def _died(self, detached: Detached, killed: bool) -> tuple[list[Message], list[Failure]]:
+        """The messages of a gone detached worker's turn to run again, and those given up
+        on for good (``killed``: by the handler timeout)."""
+        self._release(detached)
         messages, detached.rows = detached.messages(), []
-        if not messages:
-            return [], []
         counter = self._timeouts if killed else self._deaths
         again: list[Message] = []
         failed: list[Failure] = []
@@ -221,10 +239,6 @@ class Detacher:
             else:
                 again.append(message)
         return again, failed
-
-    def gone(self, detached: Detached) -> None:
-        """A detached worker that answered has exited."""
-        self.detached.remove(detached)
 
     def kill_overdue(self, now_ns: int, timeout: float) -> None:
         """Kill each detached worker whose attempt has run longer than ``timeout``."""

@@ -44,7 +44,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from multiprocessing.util import Finalize
 from typing import cast
 
@@ -56,14 +56,12 @@ from laneway.engines.lanes import lane_function
 from laneway.engines.process.batching import Batcher
 from laneway.engines.process.detaching import LOOK_EVERY, Detached, Detacher, waiting_behind
 from laneway.engines.process.placement import LanePlacement
+from laneway.engines.process.pool import START_TIMEOUT, Waitable, WorkerPool
 from laneway.engines.process.reply import BatchResult
 from laneway.engines.process.slot import (
-    OPEN_FAILED,
     Harvest,
     Slot,
     WorkerProcess,
-    kill_all,
-    stop_all,
 )
 from laneway.engines.process.worker import MOVED_ON, REVOKED
 from laneway.engines.stalled_calls import REPLACED_PER_WORKER
@@ -74,10 +72,6 @@ from laneway.retry import RetryPolicy
 from laneway.types import Message, PartitionId, Waiting
 
 log = get_logger(__name__)
-
-START_TIMEOUT = 60.0  # seconds start() waits for every worker to import the handler
-
-_Waitable = Connection | int
 
 
 class ProcessEngine:
@@ -141,10 +135,8 @@ class ProcessEngine:
         )
         self._lane_of = lane_of
         self._detacher = Detacher(REPLACED_PER_WORKER * self._n, lane_of, self._policy)
-        self._waitables: dict[_Waitable, Slot] = {}
-        self._detached: dict[_Waitable, Detached] = {}
+        self._pool = WorkerPool(self._slots, self._ctx, self._policy, self._detacher)
         self._reader: threading.Thread | None = None
-        self._leftovers = _Leftovers(self._slots, self._detacher)
         self._at_exit: Finalize[None] | None = None
         self._started = self._closing = self._stopping = self._closed = False
 
@@ -185,7 +177,7 @@ class ProcessEngine:
         name = describe_handler(self._handler)
         try:
             blob = (self._handler, self._hooks, self._timed, self._batch_size, self._limits)
-            self._blob = pickle.dumps(blob, protocol=5)
+            self._pool.blob = pickle.dumps(blob, protocol=5)
         except Exception as error:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
@@ -194,11 +186,11 @@ class ProcessEngine:
         # which terminates daemonic children and then joins them, would wait forever for
         # workers of an engine nobody closed: kill those first (finalizers with an exit
         # priority run before that handler terminates anything).
-        self._at_exit = Finalize(self, self._leftovers.kill, exitpriority=0)
+        self._at_exit = Finalize(self, self._pool.kill, exitpriority=0)
         for slot in self._slots:
-            self._spawn(slot)
+            self._pool.spawn(slot)
         try:
-            self._await_ready(name, time.monotonic() + START_TIMEOUT)
+            self._pool.await_ready(name, time.monotonic() + START_TIMEOUT)
         except BaseException:
             self._stop_workers(0.0)
             raise
@@ -258,33 +250,6 @@ class ProcessEngine:
             return [messages]
         return self._placement.route(messages)
 
-    def _spawn(self, slot: Slot) -> None:
-        worker = slot.spawn(self._ctx, self._blob, self._policy)
-        self._waitables[worker.conn] = slot
-        self._waitables[worker.sentinel] = slot
-
-    def _await_ready(self, name: str, deadline: float) -> None:
-        while not all(s.worker is not None and s.worker.ready for s in self._slots):
-            ready = wait(list(self._waitables), max(deadline - time.monotonic(), 0.0))
-            if not ready:
-                raise LanewayError(f"process engine workers did not start in {START_TIMEOUT} s")
-            for obj in ready:
-                worker = self._waitables[cast(_Waitable, obj)].worker
-                assert worker is not None
-                try:
-                    error = worker.handshake(worker.conn.recv_bytes())
-                except (EOFError, OSError):
-                    raise LanewayError(
-                        f"process engine worker exited with code {worker.reap()} during "
-                        "start-up (see its traceback above); if your main module starts the "
-                        "consumer when imported, guard that with `if __name__ == '__main__':` "
-                        "- workers are spawned and import the main module again"
-                    ) from None
-                if error is not None and error.startswith(OPEN_FAILED):
-                    raise LanewayError(f"handler {name} could not start in a worker: {error}")
-                if error is not None:
-                    raise HandlerImportError(import_advice(name, f"a worker reported {error}"))
-
     def _run(self) -> None:
         """The reader thread: replies, deaths, restarts and top-ups, until close()."""
         limit = self._policy.timeout
@@ -299,7 +264,7 @@ class ProcessEngine:
                     timers.extend(self._batcher.filled_in(self._slots, now))
             tick = self._busy_tick if self._in_flight else self._tick
             timeout = max(min(timers, default=tick), 0.0)
-            ready = wait([self._wake_r, *self._waitables, *self._detached], timeout)
+            ready = wait([self._wake_r, *self._pool.waitables()], timeout)
             harvest = Harvest()
             for obj in ready:
                 if obj is self._wake_r:
@@ -307,11 +272,11 @@ class ProcessEngine:
                     with self._lock:
                         self._wake_pending = False
                     continue
-                detached = self._detached.get(cast(_Waitable, obj))
+                detached = self._pool.detached_of.get(cast(Waitable, obj))
                 if detached is not None:
                     self._from_detached(detached, obj is detached.worker.conn, harvest)
                     continue
-                slot = self._waitables.get(cast(_Waitable, obj))
+                slot = self._pool.slots_of.get(cast(Waitable, obj))
                 if slot is None or slot.worker is None:
                     continue  # a dead worker's other half, already handled
                 if obj is slot.worker.conn:
@@ -327,9 +292,7 @@ class ProcessEngine:
                 self._detacher.kill_overdue(now_ns, limit)
             for slot in self._slots:
                 if slot.restart_at is not None and slot.restart_at <= time.monotonic():
-                    with self._leftovers.lock:
-                        if not self._leftovers.killed:
-                            self._spawn(slot)
+                    self._pool.spawn(slot)
             self._dispatch()
         for slot in self._slots:
             if slot.worker is not None:
@@ -361,32 +324,18 @@ class ProcessEngine:
         if kind == REVOKED:
             back = self._detacher.revoked(slot, message[1:], harvest)
             self._put_back(slot, back)
-            del self._waitables[worker.conn], self._waitables[worker.sentinel]
-            detached = self._detacher.detached[-1]
-            self._detached[worker.conn] = self._detached[worker.sentinel] = detached
+            self._pool.detach(worker, self._detacher.detached[-1])
         elif kind == MOVED_ON:
             self._detacher.moved_on(slot)
         else:
             self._on_reply(slot, message, harvest)
 
     def _from_detached(self, detached: Detached, readable: bool, harvest: Harvest) -> None:
-        """A detached worker answered for its turn, or is gone."""
-        worker = detached.worker
-        if readable:
-            with contextlib.suppress(EOFError, OSError):
-                _, result, _ = pickle.loads(worker.conn.recv_bytes())
-                self._detacher.answered(detached, result, harvest)
-                return
-        del self._detached[worker.conn], self._detached[worker.sentinel]
-        worker.reap()
-        if not detached.rows:
-            self._detacher.gone(detached)
+        """A detached worker answered for its turn, or is gone (see :class:`Detacher`)."""
+        if readable and self._detacher.heard_from(detached, harvest):
             return
-        again, failed = self._detacher.died(detached, detached.killed)
-        why = "killed: handler timed out" if detached.killed else "died"
-        log.warning("detached worker (pid %d) %s; its call runs again", worker.pid, why)
-        harvest.failed.extend(failed)
-        self._put_back(detached.slot, again)
+        self._pool.gone(detached)
+        self._put_back(detached.slot, self._detacher.ended(detached, harvest))
 
     def _put_back(self, slot: Slot, messages: list[Message]) -> None:
         """Messages sent to a worker and taken back unstarted: at the front of the slot's
@@ -428,7 +377,7 @@ class ProcessEngine:
                 self._on_message(slot, worker, worker.conn.recv_bytes(), harvest)
                 if slot.worker is not worker:
                     return  # it was detached: its death is read as a detached worker's
-        del self._waitables[worker.conn], self._waitables[worker.sentinel]
+        self._pool.forget(worker)
         code = worker.reap()
         if slot.killed_at is not None:
             log.warning("worker %d (pid %d) killed: handler timed out", slot.index, worker.pid)
@@ -449,29 +398,6 @@ class ProcessEngine:
             worker.send_batch(batch)
 
     def _stop_workers(self, grace: float) -> None:
-        detached = [d.worker for d in self._detacher.detached]
-        stop_all([s.worker for s in self._slots if s.worker is not None] + detached, grace)
-        for slot in self._slots:
-            slot.worker = None
-        self._waitables.clear()
-        self._detached.clear()
+        self._pool.stop(grace)
         if self._at_exit is not None:
             self._at_exit.cancel()
-
-
-class _Leftovers:
-    """The workers of an engine nobody closed, killed at interpreter exit (or when the
-    engine is garbage-collected); once killed, the reader thread, which may still run,
-    replaces none of them (its replacements would outlive the exit handler's join)."""
-
-    def __init__(self, slots: list[Slot], detacher: Detacher) -> None:
-        self.slots = slots
-        self.detacher = detacher
-        self.lock = threading.Lock()
-        self.killed = False
-
-    def kill(self) -> None:
-        with self.lock:
-            self.killed = True
-            workers = [slot.worker for slot in self.slots if slot.worker is not None]
-            kill_all(workers + [d.worker for d in self.detacher.detached])

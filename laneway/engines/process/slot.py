@@ -242,6 +242,7 @@ class Slot:
         name = f"laneway-{self.index}"
         self.worker = WorkerProcess(ctx, handler_blob, policy, self.progress, name)
         self.restart_at = None
+        self._seen = None  # a new worker's clock: the row its predecessor ran may run again
         return self.worker
 
     def running(self, now: float) -> tuple[Message, float] | None:
