@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from laneway import __version__
 from laneway.errors import ConfigError, LanewayError, SourceError
 from laneway.ops.cluster import GroupReader, Snapshot
 from laneway.ops.connection import Target
 from laneway.ops.group_document import joined
+from laneway.ops.member_metrics import http_address
 from laneway.status.entries import KEY_FIELDS
 
 FETCH_TIMEOUT = 1.5
@@ -39,13 +39,11 @@ def member_url(url: str) -> str:
     """The status URL ``url`` names: ``http://`` when it has no scheme, ``/status.json``
     when it has no path or ends in ``/status``; anything but http(s) is a ConfigError
     naming ``--member``."""
-    full = url if "://" in url else f"http://{url}"
-    parts = urlsplit(full)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"--member {url!r} is not valid; expected a member's health address, e.g. "
-            "127.0.0.1:8080 (http and /status.json unless given)"
-        )
+    parts = http_address(
+        url,
+        "--member",
+        "a member's health address, e.g. 127.0.0.1:8080 (http and /status.json unless given)",
+    )
     path = parts.path.rstrip("/")
     if path in ("", "/status"):
         path = "/status.json"
