@@ -36,13 +36,15 @@ demo: $(RUNTIME)
 # Lint, type-check, build the docs and the package first (no services needed), run the
 # server-free tests on the other supported Pythons, then every test on the development
 # Python against a real broker and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP /
-# LANEWAY_POSTGRES_DSN if set, else servers scripts/with-services starts and stops again.
+# LANEWAY_POSTGRES_DSN if set, else servers scripts/with-services starts and stops again;
+# the status page's tests drive Debian's chromium (LANEWAY_CHROMIUM, else scripts/chromium
+# installs the package when missing).
 # Most of that suite waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
 # workers, a file's tests on one of them (11.7 -> 6.1 min here); the `timing` tests, which
 # assert bounds that a busy machine can break, run alone afterwards. The Jaeger round trip
 # (the `jaeger` tests) is `make test-jaeger`, which .ci/run runs after this.
 test: lint docs package pythons
-	scripts/with-services kafka postgres -- sh -c \
+	scripts/with-services kafka postgres chromium -- sh -c \
 		'$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger" && $(BIN)/pytest -q -m timing'
 
 # laneway run exporting its spans over OTLP to a real Jaeger, read back from its query API

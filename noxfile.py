@@ -22,7 +22,7 @@ from pathlib import Path
 import nox
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-SERVERLESS = "not kafka and not postgres and not timing"
+SERVERLESS = "not kafka and not postgres and not browser and not timing"
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True

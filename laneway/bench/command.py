@@ -163,6 +163,12 @@ from laneway.options import EventLoop, uvloop_installed
     "(spans dropped by the exporter; needs opentelemetry-sdk) and print the ratio.",
 )
 @click.option(
+    "--status",
+    is_flag=True,
+    help="Run each laneway engine again with its status page served (history sampled every "
+    "second, /status.json read every second as an open page does) and print the ratio.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(min=1, max=100_000),
     help="Run each laneway engine again with a batch handler of this many messages "
@@ -299,6 +305,7 @@ def bench(
     value_format: str,
     metrics: str | None,
     tracing: bool,
+    status: bool,
     batch_size: int | None,
     results: bool,
     topic_prefix: str,
@@ -379,7 +386,7 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=instruments_for(metrics, tracing) + pipelines_for(batch_size, results),
+        instruments=instruments_for(metrics, tracing, status) + pipelines_for(batch_size, results),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         value_format=value_format,
         json_path=json_path,

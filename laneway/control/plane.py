@@ -197,7 +197,7 @@ class ControlPlane:
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
         self._backpressure.assigned(positions)
         self._stopping.arrived(time.monotonic())
-        self._tally.rebalanced()
+        self._tally.rebalanced("assigned", positions)
         log.info("assigned %s", sorted(positions))
 
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
@@ -210,14 +210,14 @@ class ControlPlane:
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("revoked", owned)
         log.info("revoked %s", sorted(owned))
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
         self._progress.unstarted(self._engine.cancel(owned))
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("lost", owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
 
     # -- internals ------------------------------------------------------------------
@@ -390,4 +390,12 @@ class ControlPlane:
             stalled=self._stalls.report.stalls,
             abandoned=self._abandoned,
             deserialization_failures=self._codecs.failures,
+            oldest_by_partition=self._stalls.report.oldest_by_partition,
+            paused_partitions=tuple(
+                self._backpressure.paused_partitions(self._progress.partitions)
+            ),
+            # Only the process engine has workers of its own (a capability, not the protocol's).
+            worker_pids=tuple(getattr(self._engine, "worker_pids", ())),
+            rebalances_seen=tuple(tally.timeline),
+            recent_failures=self._router.recent,
         )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
-from laneway.stats import LatencyWindow
+from laneway.stats import REBALANCES_KEPT, LatencyWindow, Rebalance
 from laneway.types import Message, PartitionId
 
 _topic_of = attrgetter("topic")
@@ -34,6 +35,8 @@ class Tally:
         self.processed = 0
         self.failed = 0
         self.rebalances = 0
+        self.timeline: deque[Rebalance] = deque(maxlen=REBALANCES_KEPT)
+        """The latest ownership changes, oldest first (``stats().rebalances_seen``)."""
         self.latency = LatencyWindow()
         self.started: float | None = None
         self.ended: float | None = None
@@ -130,9 +133,10 @@ class Tally:
             return 0.0
         return max(0.0, (now if self.ended is None else self.ended) - self.started)
 
-    def rebalanced(self) -> None:
-        """Partitions were assigned, revoked or lost."""
+    def rebalanced(self, kind: str, partitions: Iterable[PartitionId]) -> None:
+        """``partitions`` were ``assigned``, ``revoked`` or ``lost`` (kept in :attr:`timeline`)."""
         self.rebalances += 1
+        self.timeline.append(Rebalance(time.time(), kind, tuple(sorted(partitions))))
         self._metrics.increment(Metric.REBALANCES, 1)
 
     def sample(

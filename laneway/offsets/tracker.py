@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from itertools import pairwise
 
 from laneway.offsets.codec import decode, encode_window, max_span
 from laneway.types import CommitPosition
@@ -125,6 +126,32 @@ class PartitionOffsets:
         if self._next >= 0:
             self._advance()
         return sum(block.states.count(_FINISHED) for block in self._blocks) + len(self._restored)
+
+    @property
+    def first_unfinished(self) -> int | None:
+        """The oldest fetched offset not finished: the message holding the commit point
+        (``None``: every fetched offset is finished)."""
+        if self._next < 0:
+            return None
+        self._advance()  # drops the finished blocks: the first one left holds it
+        return self._blocks[0].base if self._blocks else None
+
+    @property
+    def finished_runs(self) -> int:
+        """How many runs of finished offsets lie above the commit offset: each has
+        unfinished work (a gap) before it. Offsets restored from the metadata count as
+        runs of their own. For a once-a-second look: it reads every tracked offset's state
+        (C code, about a microsecond per thousand)."""
+        if self._next < 0:
+            return 0
+        self._advance()
+        runs = 0
+        for block in self._blocks:
+            flags = block.states.translate(_FINISHED_FLAGS)
+            runs += flags.count(b"\x00\x01") + (flags[:1] == b"\x01")
+        if self._restored:
+            runs += 1 + sum(1 for a, b in pairwise(self._restored) if b != a + 1)
+        return runs
 
     def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.

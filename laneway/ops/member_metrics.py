@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from laneway.errors import ConfigError
 from laneway.metrics import Metric
@@ -37,14 +37,22 @@ def check_url(url: str) -> str:
     ``/metrics`` when it has no path (``127.0.0.1:9108`` is
     ``http://127.0.0.1:9108/metrics``); anything but http(s) is a ConfigError naming
     ``--metrics``."""
-    full = url if "://" in url else f"http://{url}"
-    parts = urlsplit(full)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"--metrics {url!r} is not valid; expected a member's metrics address, e.g. "
-            "127.0.0.1:9108/metrics (http unless it says https)"
-        )
+    parts = http_address(
+        url,
+        "--metrics",
+        "a member's metrics address, e.g. 127.0.0.1:9108/metrics (http unless it says https)",
+    )
+    full = parts.geturl()
     return full if parts.path not in ("", "/") else f"{parts.scheme}://{parts.netloc}/metrics"
+
+
+def http_address(url: str, option: str, expected: str) -> SplitResult:
+    """``url`` split, ``http://`` assumed when it has no scheme; anything but http(s) with a
+    host is a ConfigError naming ``option`` and what is ``expected``."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} {url!r} is not valid; expected {expected}")
+    return parts
 
 
 @dataclass(frozen=True)

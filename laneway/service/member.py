@@ -25,6 +25,7 @@ from laneway.sources.embedded.log import EmbeddedLog
 from laneway.sources.kafka.source import KafkaSource
 from laneway.sources.kafka.transactions import member_transactional_id
 from laneway.sources.share.source import KafkaShareSource
+from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
 
@@ -129,12 +130,17 @@ def _run(settings: Resolved, member: int | None) -> int:
         probes = None
         if settings["health_port"] is not None:
             port = settings["health_port"] + (member or 0)
+            show_keys = settings["health_show_keys"]
+            status = MemberStatus(
+                consumer, show_keys=show_keys, source=source.name, config=settings.describe()
+            )
             probes = HealthServer(
                 consumer.health,
                 port,
                 settings["health_address"],
-                show_keys=settings["health_show_keys"],
+                show_keys=show_keys,
                 backlog=consumer.backlog,
+                status=status,
             )
             probes.start()
         if member is not None:

@@ -122,6 +122,7 @@ class MisbehavingHandlers:
 
     # -- slow, bursty, many hung, skewed ---------------------------------------------------
 
+    @pytest.mark.timing
     def test_a_call_100x_the_others_does_not_hold_up_other_keys(
         self, request: pytest.FixtureRequest, record_dir: Path
     ) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from laneway.logs import get_logger
+from laneway.stats import FAILURES_KEPT, FailureNote
 from laneway.types import Failure
 
 log = get_logger("laneway.dead_letters")
@@ -21,7 +22,9 @@ class FailureLog:
     """Logs each final failure at ERROR, naming position, key, error and outcome, with the
     traceback; past ``burst`` failures in a ``window``, the rest are only counted and one
     summary line per window says how many there were, per topic, error type and outcome
-    (a poison flood would otherwise write a line and a traceback per message).
+    (a poison flood would otherwise write a line and a traceback per message). The last
+    :data:`~laneway.stats.FAILURES_KEPT` are kept in :attr:`recent` (no key, no value),
+    for ``stats().recent_failures``.
 
     Used from the control thread only; :meth:`flush` writes a pending summary.
     """
@@ -38,9 +41,11 @@ class FailureLog:
         self._window_start = clock()
         self._logged = 0
         self._held: Counter[tuple[str, str, str]] = Counter()
+        self.recent: deque[FailureNote] = deque(maxlen=FAILURES_KEPT)
 
     def failed(self, failure: Failure, outcome: str) -> None:
         """``failure`` was settled with ``outcome`` (e.g. ``dead-lettered to orders.dlq``)."""
+        self.recent.append(FailureNote.of(failure, outcome, time.time()))
         self.tick()
         if self._logged < self._burst:
             self._logged += 1
