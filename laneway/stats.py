@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laneway.types import Failure, Header, Message, PartitionId, Stall
+from laneway.types import Failure, Header, HotKey, Message, PartitionId, Stall
 
 REBALANCES_KEPT = 32
 """Ownership changes a consumer remembers for ``stats().rebalances_seen``."""
@@ -119,6 +119,11 @@ class ConsumerStats:
     :class:`Rebalance`, the last :data:`REBALANCES_KEPT`); ``recent_failures``, the latest
     messages given up on (each a :class:`FailureNote`, the last :data:`FAILURES_KEPT`;
     never a key or value).
+
+    Under skew: ``hot_keys``, the keys holding most of the buffer (each a
+    :class:`~laneway.types.HotKey`, the ten hottest, at most about a second old;
+    ``ordering="key"`` on the thread, async and process engines); ``held_off``, messages
+    not kept so far because their key was at ``max_buffered_per_key`` (read again later).
     """
 
     processed: int = 0
@@ -148,6 +153,8 @@ class ConsumerStats:
     worker_pids: tuple[int, ...] = ()
     rebalances_seen: tuple[Rebalance, ...] = ()
     recent_failures: tuple[FailureNote, ...] = ()
+    hot_keys: tuple[HotKey, ...] = ()
+    held_off: int = 0
 
     @property
     def handled(self) -> int:

@@ -195,6 +195,19 @@ def waiting_of(messages: Iterable[Message]) -> Waiting:
 
 
 @dataclass(frozen=True)
+class HotKey:
+    """One of the keys holding most of the buffer: ``buffered`` messages fetched and not
+    finished (queued and in flight), and ``held_off`` later ones not kept because the key
+    is at ``max_buffered_per_key`` (they are read again when it catches up)."""
+
+    topic: str
+    partition: int
+    key: bytes | None
+    buffered: int
+    held_off: bool = False
+
+
+@dataclass(frozen=True)
 class Stall:
     """A message in its handler for longer than ``stall_timeout``: its position, its key
     and for how many ``seconds`` (as of the last look); ``waiting``: what cannot start

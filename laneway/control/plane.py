@@ -28,6 +28,7 @@ from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
 from laneway.control.codecs import MessageCodecs
 from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
+from laneway.control.skew.containment import containment_for
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
@@ -39,7 +40,7 @@ from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, HotKey, Message, PartitionId
 
 log = get_logger(__name__)
 
@@ -70,6 +71,8 @@ class ControlPlane:
         self._stop = stop
         self.completions = Completions()
         self._progress, self._results = durability(source, config, tracing)
+        self._containment = containment_for(config, source, capabilities, self._progress)
+        self._hot_keys: tuple[HotKey, ...] = ()
         self._router = DeadLetterRouter(source, config, tracing)
         self._codecs = MessageCodecs(config)
         self._backpressure = Backpressure(
@@ -250,9 +253,16 @@ class ControlPlane:
         self._tally.arrived(now)
         self._backpressure.arrived(now)
         self._stopping.arrived(now)
-        dispatch = self._progress.accept(messages)
+        dispatch = self._admitted(self._progress.accept(messages))
         if dispatch:
             self._submit(self._decoded(dispatch))
+
+    def _admitted(self, dispatch: list[Message]) -> list[Message]:
+        """What of ``dispatch`` is kept: a hot key's excess is declined (see
+        :mod:`laneway.control.skew.containment`)."""
+        if not dispatch:
+            return dispatch
+        return self._containment.admit(dispatch, self._progress.counts.buffered)
 
     def _decoded(self, messages: list[Message]) -> list[Message]:
         """``messages`` with their typed views (see :mod:`laneway.control.codecs`); those
@@ -304,6 +314,8 @@ class ControlPlane:
         self._tally.finished(finished, settled, now, durations)
         self._backpressure.finished(handled + len(settled), now)
         released = self._progress.settle(finished, settled)
+        self._containment.settled(finished + settled if settled else finished)
+        released = self._admitted(released)
         if released:
             self._submit(self._decoded(released))
 
@@ -318,6 +330,7 @@ class ControlPlane:
 
     def _give_up(self, partitions: Collection[PartitionId]) -> None:
         self._backpressure.forget(partitions)
+        self._containment.forget(partitions)
         self._progress.give_up(partitions)
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
 
@@ -338,6 +351,7 @@ class ControlPlane:
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
         backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return
         committed = {pid: offset for pid, offset in progress.committed().items() if pid in owned}
@@ -398,4 +412,6 @@ class ControlPlane:
             worker_pids=tuple(getattr(self._engine, "worker_pids", ())),
             rebalances_seen=tuple(tally.timeline),
             recent_failures=self._router.recent,
+            hot_keys=self._hot_keys,
+            held_off=self._containment.declined,
         )

@@ -23,7 +23,7 @@ from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.engines.run_report import hand_over_slow
 from laneway.engines.stalled_calls import StalledCalls
-from laneway.options import Ordering
+from laneway.options import NullKeys, Ordering
 from laneway.types import Message, PartitionId, Waiting
 
 T = TypeVar("T")
@@ -68,11 +68,12 @@ class AsyncEngine:
         max_run: int = 256,
         batch_wait: float = 0.0,
         stall_timeout: float | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._invoker = invoker
         self._batch_wait = batch_wait
         self._concurrency = concurrency
-        self._scheduler = LaneScheduler(ordering, concurrency, max_run)
+        self._scheduler = LaneScheduler(ordering, concurrency, max_run, null_keys)
         self._loop = loop
         self._loop_factory = loop_factory
         self._own_loop = loop is None

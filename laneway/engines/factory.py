@@ -46,6 +46,7 @@ def build_engine(
             config.batch_size,
             batch_wait,
             limits_of(config).shared_by(config.concurrency),
+            config.null_keys,
         )
     invoker = Invoker(
         handler, config.retry, hooks, kind is EngineKind.ASYNC, timed, config.batch_size, gate
@@ -63,6 +64,7 @@ def build_engine(
             config.concurrency,
             batch_wait=batch_wait,
             stall_timeout=config.stall_timeout,
+            null_keys=config.null_keys,
         )
     from laneway.engines.async_engine import AsyncEngine
     from laneway.engines.event_loops import new_event_loop
@@ -75,6 +77,7 @@ def build_engine(
         loop_factory=partial(new_event_loop, config.event_loop),
         batch_wait=batch_wait,
         stall_timeout=config.stall_timeout,
+        null_keys=config.null_keys,
     )
 
 

@@ -19,7 +19,7 @@ from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
 from laneway.engines.run_report import hand_over_slow
 from laneway.engines.stalled_calls import StalledCalls
-from laneway.options import Ordering
+from laneway.options import NullKeys, Ordering
 from laneway.types import Message, PartitionId, Waiting
 
 WORK_PER_WORKER = 0.005
@@ -83,12 +83,13 @@ class ThreadEngine:
         max_run: int = 256,
         batch_wait: float = 0.0,
         stall_timeout: float | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._invoker = invoker
         self._batch_wait = batch_wait
         self._closed = threading.Event()
         self._concurrency = concurrency
-        self._scheduler = LaneScheduler(ordering, concurrency, max_run)
+        self._scheduler = LaneScheduler(ordering, concurrency, max_run, null_keys)
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._claims: dict[int, Claim] = {}

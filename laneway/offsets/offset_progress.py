@@ -135,6 +135,21 @@ class OffsetProgress:
                 counts.buffered -= count
                 counts.buffered_bytes -= partition.unbuffer(count)
 
+    def decline(self, messages: list[Message]) -> dict[PartitionId, int]:
+        counts = self._counts
+        again: dict[PartitionId, int] = {}
+        for pid, offsets in _offsets_by_partition(messages).items():
+            partition = self._owned.get(pid)
+            if partition is None:
+                continue
+            counts.buffered -= len(offsets)
+            counts.buffered_bytes -= partition.unbuffer(len(offsets))
+            partition.tracker.declined(offsets)
+            first = partition.tracker.declined_first
+            if first is not None:
+                again[pid] = first
+        return again
+
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""
         return failures

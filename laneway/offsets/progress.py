@@ -98,6 +98,12 @@ class Progress(Protocol):
     def unstarted(self, messages: list[Message]) -> None:
         """Dispatched messages an engine gave back without running them."""
 
+    def decline(self, messages: list[Message]) -> dict[PartitionId, int]:
+        """Messages :meth:`accept` returned to dispatch that the consumer does not keep (a
+        hot key's excess): no longer buffered, not finished, delivered again later (a
+        partition read again from an earlier offset dispatches them). Return, per
+        partition, the offset to read it again from."""
+
     def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
         """Messages done with: ``finished`` by their handler, ``given_up`` after their last
         attempt (dead-lettered, handed to ``on_failure``, or dropped). Return held-back

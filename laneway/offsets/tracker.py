@@ -59,6 +59,9 @@ class PartitionOffsets:
       ``max_span(max_bytes)`` past the commit offset could not be recorded in the
       metadata, so the limit is what guarantees commits never exceed the cap;
     * :meth:`finished` with completed offsets, in any order;
+    * :meth:`declined` with fetched offsets not kept (a hot key's excess): they stay
+      unfinished, and when they are fetched again (after a rewind) :meth:`fetched`
+      returns them to dispatch, while every other offset fetched before is skipped;
     * :meth:`position` to get what to commit; :attr:`version` changes when it may have.
 
     Tuning: ``max_metadata_bytes`` must not exceed the broker's setting (else commits
@@ -68,7 +71,7 @@ class PartitionOffsets:
     Not thread-safe; cheap enough to call once per batch per partition in the hot path.
     """
 
-    __slots__ = ("_blocks", "_cached", "_next", "_restored", "_span", "_version")
+    __slots__ = ("_blocks", "_cached", "_declined", "_next", "_restored", "_span", "_version")
 
     def __init__(self, committed: CommitPosition | None, max_metadata_bytes: int) -> None:
         self._span = max_span(max_metadata_bytes)
@@ -76,6 +79,7 @@ class PartitionOffsets:
         self._restored: deque[int] = deque()
         self._version = 0
         self._cached: tuple[int, CommitPosition] | None = None
+        self._declined: set[int] = set()
         self._next = -1
         if committed is not None:
             self._next = committed.offset
@@ -153,14 +157,26 @@ class PartitionOffsets:
             runs += 1 + sum(1 for a, b in pairwise(self._restored) if b != a + 1)
         return runs
 
+    @property
+    def declined_first(self) -> int | None:
+        """The lowest offset declined and not fetched again (``None``: none): where to
+        read the partition again from."""
+        return min(self._declined) if self._declined else None
+
+    def declined(self, offsets: Iterable[int]) -> None:
+        """Fetched offsets that were not kept (not dispatched): unfinished until they are
+        fetched again and finished."""
+        self._declined.update(offsets)
+
     def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
 
         Skipped offsets are not to be dispatched, nor reported to :meth:`finished`: they
         were finished before the restart (restored from the metadata: they count as
         finished now), or they are at or below an offset already fetched (a replay after
-        a seek: the tracked copy stands) or below the committed offset. Fastest with a
-        ``list`` of consecutive offsets, the common case.
+        a seek: the tracked copy stands, but for a :meth:`declined` offset, which is
+        dispatched this time) or below the committed offset. Fastest with a ``list`` of
+        consecutive offsets, the common case.
         """
         count = len(offsets)
         if not count:
@@ -269,9 +285,13 @@ class PartitionOffsets:
         restored = self._restored
         blocks = self._blocks
         following = self._next
+        declined = self._declined
         for offset in offsets:
             if offset < following:
-                skip.add(offset)
+                if offset in declined:
+                    declined.discard(offset)
+                else:
+                    skip.add(offset)
                 continue
             state = _FETCHED
             while restored and restored[0] <= offset:

@@ -22,7 +22,7 @@ from collections.abc import Hashable, Sequence
 
 from laneway.engines.lanes import lane_function
 from laneway.engines.process.slot import Batch, Slot, WorkerProcess
-from laneway.options import Ordering
+from laneway.options import NullKeys, Ordering
 from laneway.types import Message
 
 MAX_BATCH = 512  # most messages per batch; fewer when queued work is split across workers
@@ -39,9 +39,15 @@ class Batcher:
         "_unordered",
     )  # fmt: skip
 
-    def __init__(self, ordering: Ordering, batch_size: int | None, batch_wait: float) -> None:
+    def __init__(
+        self,
+        ordering: Ordering,
+        batch_size: int | None,
+        batch_wait: float,
+        null_keys: NullKeys = NullKeys.PARTITION,
+    ) -> None:
         self._unordered = ordering is Ordering.UNORDERED
-        self._lane_of = lane_function(ordering)
+        self._lane_of = lane_function(ordering, null_keys)
         self._batch_size = batch_size
         self._batch_wait = batch_wait
         self._filling: dict[int, float] = {}  # id(queue) -> when it last became non-empty

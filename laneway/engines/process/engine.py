@@ -67,7 +67,7 @@ from laneway.engines.process.worker import MOVED_ON, REVOKED
 from laneway.engines.stalled_calls import REPLACED_PER_WORKER
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.logs import get_logger
-from laneway.options import Ordering, whole_number
+from laneway.options import NullKeys, Ordering, whole_number
 from laneway.retry import RetryPolicy
 from laneway.types import Message, PartitionId, Waiting
 
@@ -104,10 +104,11 @@ class ProcessEngine:
         batch_size: int | None = None,
         batch_wait: float = 0.0,
         limits: Limits | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._handler = handler
         self._batch_size = batch_size
-        self._batcher = Batcher(ordering, batch_size, batch_wait)
+        self._batcher = Batcher(ordering, batch_size, batch_wait, null_keys)
         self._hooks = tuple(hooks)
         self._timed = timed
         self._limits = limits
@@ -129,7 +130,7 @@ class ProcessEngine:
         self._wake_pending = False
         self._in_flight = 0
         self._restarts = 0
-        lane_of = lane_function(ordering)
+        lane_of = lane_function(ordering, null_keys)
         self._placement = (
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )

@@ -172,6 +172,12 @@ class ShareProgress:
         self._in_engine -= len(messages)
         self._let_go(messages, Acknowledgement.RELEASE)
 
+    def decline(self, messages: list[Message]) -> dict[PartitionId, int]:
+        """Not kept: released at once, so the group delivers them again (no offset to
+        read from: a share group is never rewound)."""
+        self.unstarted(messages)
+        return {}
+
     def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
         if finished:
             self._in_engine -= len(finished)
