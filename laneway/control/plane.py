@@ -29,6 +29,7 @@ from laneway.control.codecs import MessageCodecs
 from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
 from laneway.control.skew.containment import containment_for
+from laneway.control.skew.release import release_for
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
@@ -72,6 +73,7 @@ class ControlPlane:
         self.completions = Completions()
         self._progress, self._results = durability(source, config, tracing)
         self._containment = containment_for(config, source, capabilities, self._progress)
+        self._release = release_for(config, engine)
         self._hot_keys: tuple[HotKey, ...] = ()
         self._router = DeadLetterRouter(source, config, tracing)
         self._codecs = MessageCodecs(config)
@@ -100,6 +102,7 @@ class ControlPlane:
         next_commit = time.monotonic() + interval
         while True:
             self._collect()
+            self._release.pump()
             now = time.monotonic()
             if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):
                 break
@@ -115,7 +118,7 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._progress.partitions)
-        taken_back = self._engine.cancel(owned)
+        taken_back = self._release.cancel(owned)
         self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
@@ -206,7 +209,7 @@ class ControlPlane:
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
         self._collect()
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         while self._unsettled(owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
@@ -218,7 +221,7 @@ class ControlPlane:
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         self._give_up(owned)
         self._tally.rebalanced("lost", owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
@@ -275,7 +278,7 @@ class ControlPlane:
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
         if runnable:
-            self._engine.submit(runnable)
+            self._release.submit(runnable)
 
     def _collect(self) -> None:
         finished, failed, durations, retries, results = self.completions.take_all()
@@ -314,7 +317,9 @@ class ControlPlane:
         self._tally.finished(finished, settled, now, durations)
         self._backpressure.finished(handled + len(settled), now)
         released = self._progress.settle(finished, settled)
-        self._containment.settled(finished + settled if settled else finished)
+        done = finished + settled if settled else finished
+        self._containment.settled(done)
+        self._release.settled(done, settled)
         released = self._admitted(released)
         if released:
             self._submit(self._decoded(released))
@@ -323,7 +328,7 @@ class ControlPlane:
         """A key's circuit just opened: take back what the engine has queued of its
         partitions, and submit it again, so that the key's messages go to dead letters
         instead of waiting in its lane for the handler (order per lane is kept)."""
-        returned = self._engine.cancel(partitions)
+        returned = self._release.cancel(partitions)
         if returned:
             returned.sort(key=_position)
             self._submit(returned)

@@ -40,6 +40,10 @@ REWIND_AGAIN_AFTER = 2.0
 the source refused) is made again."""
 HOT_KEYS = 10
 """How many of the hottest keys ``stats().hot_keys`` lists."""
+GROUP_SHARE = 2
+"""With fairness, a group holds at most ``max_buffered / GROUP_SHARE`` messages."""
+GROUP_ROUNDS = 16
+"""... and at most this many times its ``max_in_flight``: more could not start soon."""
 
 
 class Containment:
@@ -58,16 +62,18 @@ class Containment:
         progress: Progress,
         source: RewindingSource,
         clock: Callable[[], float] = time.monotonic,
+        group_cap: Callable[[Hashable], int] | None = None,
     ) -> None:
         self._cap = cap
         self._low = max(1, cap // 2)
+        self._group_cap = group_cap
         self._counts = counts
         self._progress = progress
         self._source = source
         self._clock = clock
-        self._declining: dict[Hashable, int] = {}
-        """Per lane declining, its first declined offset: its later messages are declined
-        until that one comes back."""
+        self._declining: dict[Hashable, tuple[int, Hashable]] = {}
+        """Per lane declining, its first declined offset (its later messages are declined
+        until that one comes back) and that message's group."""
         self._rewound: dict[PartitionId, tuple[int, float]] = {}
         """Partitions rewound, to which offset and when (until the replay comes)."""
         self.declined = 0
@@ -82,28 +88,31 @@ class Containment:
         counts = self._counts
         lanes = list(map(counts.lane_of, messages))
         declining = self._declining
-        if not declining and buffered <= self._cap:
+        group_cap = self._group_cap
+        if not declining and buffered <= self._cap and group_cap is None:
             counts.take(lanes)
             return messages
         kept: list[Message] = []
         out: list[Message] = []
-        taken: list[Hashable] = []
         cap = self._cap
         for message, lane in zip(messages, lanes, strict=True):
-            first = declining.get(lane)
-            if first is not None:
-                if message.offset == first:
+            group = counts.group(message)
+            full = counts.load(lane) >= cap or (
+                group_cap is not None and counts.group_load(group) >= group_cap(group)
+            )
+            declined = declining.get(lane)
+            if declined is not None:
+                if message.offset == declined[0]:
                     self._rewound.pop((message.topic, message.partition), None)
-                if message.offset != first or counts.load(lane) >= cap:
+                if message.offset != declined[0] or full:
                     out.append(message)
                     continue
                 del declining[lane]
-            elif counts.load(lane) >= cap:
-                declining[lane] = message.offset
+            elif full:
+                declining[lane] = (message.offset, group)
                 out.append(message)
                 continue
-            counts.take((lane,))
-            taken.append(lane)
+            counts.take((lane,), (group,) if group_cap is not None else ())
             kept.append(message)
         if out:
             self.declined += len(out)
@@ -118,10 +127,14 @@ class Containment:
             return
         counts, low = self._counts, self._low
         wanted: dict[PartitionId, int] = {}
-        for lane, first in self._declining.items():
-            if counts.load(lane) <= low:
-                pid = lane[0], lane[1]  # type: ignore[index]
-                wanted[pid] = min(first, wanted.get(pid, first))
+        group_cap = self._group_cap
+        for lane, (first, group) in self._declining.items():
+            if counts.load(lane) > low:
+                continue
+            if group_cap is not None and counts.group_load(group) > group_cap(group) // 2:
+                continue
+            pid = lane[0], lane[1]  # type: ignore[index]
+            wanted[pid] = min(first, wanted.get(pid, first))
         if wanted:
             self._rewind(wanted)
 
@@ -194,4 +207,15 @@ def containment_for(
         or not capabilities.rewinds
     ):
         return Uncontained()
-    return Containment(per_key, LaneCounts(lane_of), progress, cast(RewindingSource, source))
+    fairness = config.fairness
+    counts = LaneCounts(lane_of, None if fairness is None else fairness.group_by)
+    rewinding = cast(RewindingSource, source)
+    if fairness is None:
+        return Containment(per_key, counts, progress, rewinding)
+    share = config.max_buffered // GROUP_SHARE
+
+    def group_cap(group: Hashable) -> int:
+        in_flight = fairness.in_flight_cap(group)
+        return share if in_flight is None else min(share, GROUP_ROUNDS * in_flight)
+
+    return Containment(per_key, counts, progress, rewinding, group_cap=group_cap)
