@@ -90,7 +90,9 @@ class ControlPlane:
         self._abandoned = 0
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
-        self._stalls = StallWatch.for_config(engine, config, self._finished_beyond)
+        self._stalls = StallWatch.for_config(
+            engine, config, self._finished_beyond, lambda: self._hot_keys
+        )
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -370,6 +372,7 @@ class ControlPlane:
             waiting=self._stalls.report.waiting_by_partition,
             ends=ends,
             backlog=backlog,
+            hot_keys=self._hot_keys,
         )
 
     def _finished_beyond(self) -> dict[PartitionId, int]:

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from laneway.config import ConsumerConfig
@@ -14,7 +14,7 @@ from laneway.engines.base import Engine
 from laneway.logs import get_logger
 from laneway.options import STALL_EXIT_CODE, EngineKind, StallAction
 from laneway.retry import RetryPolicy
-from laneway.types import Message, PartitionId, Stall
+from laneway.types import HotKey, Message, PartitionId, Stall
 
 log = get_logger(__name__)
 
@@ -113,9 +113,11 @@ class StallWatch:
         exit_process: Callable[[int], object] = os._exit,
         advice: str = "Bound the blocking call inside the handler.",
         finished_beyond: Callable[[], Mapping[PartitionId, int]] = dict,
+        hot_keys: Callable[[], Sequence[HotKey]] = tuple,
     ) -> None:
         self._engine = engine
         self._finished_beyond = finished_beyond
+        self._hot_keys = hot_keys
         self._timeout = timeout
         self._action = action
         self._exit = exit_process
@@ -132,16 +134,18 @@ class StallWatch:
         engine: Engine,
         config: ConsumerConfig,
         finished_beyond: Callable[[], Mapping[PartitionId, int]] = dict,
+        hot_keys: Callable[[], Sequence[HotKey]] = tuple,
     ) -> StallWatch:
         """The watch of a consumer with ``config``: its ``stall_timeout``, ``on_stall`` and
         the advice for its engine; ``finished_beyond``: the finished messages beyond each
-        partition's commit point, as last sampled."""
+        partition's commit point, and ``hot_keys``: the hottest keys, as last sampled."""
         return cls(
             engine,
             config.stall_timeout,
             config.on_stall,
             advice=stall_advice(config),
             finished_beyond=finished_beyond,
+            hot_keys=hot_keys,
         )
 
     def start(self) -> None:
@@ -215,7 +219,7 @@ class StallWatch:
                 continue
             log.warning(
                 "the handler has been running for %.1f s on %s[%d]@%d (key %r), longer than "
-                "stall_timeout=%g s; %s. %s",
+                "stall_timeout=%g s; %s%s. %s",
                 stall.seconds,
                 stall.topic,
                 stall.partition,
@@ -223,10 +227,22 @@ class StallWatch:
                 stall.key,
                 self._timeout,
                 held_up(stall),
+                hot_now(self._hot_keys()),
                 self._advice,
                 extra={"topic": stall.topic, "partition": stall.partition, "offset": stall.offset},
             )
         self._warned = current
+
+
+def hot_now(hot_keys: Sequence[HotKey]) -> str:
+    """The hot keys in words, for a stall warning (counts only)."""
+    if not hot_keys:
+        return ""
+    held = sum(1 for hot in hot_keys if hot.held_off)
+    text = f"; the hottest key holds {hot_keys[0].buffered} message(s)"
+    if held:
+        text += f", {held} key(s) at max_buffered_per_key"
+    return text
 
 
 def held_up(stall: Stall) -> str:

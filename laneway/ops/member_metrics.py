@@ -30,6 +30,8 @@ _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 COUNTERS = (Metric.MESSAGES_PROCESSED, Metric.MESSAGES_FAILED, Metric.DEAD_LETTERS)
 GAUGES = (Metric.IN_FLIGHT, Metric.BUFFERED, Metric.PAUSED_PARTITIONS)
+_HOT_ID = Metric.HOT_KEY_ID.value
+_HOT_MESSAGES = Metric.HOT_KEY_MESSAGES.value
 
 
 def check_url(url: str) -> str:
@@ -67,6 +69,8 @@ class MemberFigures:
     failures: Mapping[str, str] = field(default_factory=dict)
     waiting: Mapping[PartitionId, float] = field(default_factory=dict)
     """Per partition, the messages waiting for a stalled call (summed over members)."""
+    hot_keys: tuple[tuple[int, float], ...] = ()
+    """The hottest keys of every member, ``(key id, messages)``, most messages first."""
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -91,6 +95,7 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
     totals: dict[Metric, float] = {}
     oldest: dict[PartitionId, float] = {}
     waiting: dict[PartitionId, float] = {}
+    hot: dict[int, float] = {}
     failures: dict[str, str] = {}
     answered = 0
     wanted = {metric.value: metric for metric in (*COUNTERS, *GAUGES)}
@@ -102,7 +107,9 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
             failures[url] = str(getattr(error, "reason", error))
             continue
         answered += 1
-        for name, labels, value in parse(text):
+        samples = parse(text)
+        _hot_keys(samples, hot)
+        for name, labels, value in samples:
             metric = wanted.get(name)
             if metric is not None:
                 totals[metric] = totals.get(metric, 0.0) + value
@@ -114,7 +121,17 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
                 oldest[pid] = max(oldest.get(pid, 0.0), value)
             elif name == Metric.STALLED_WAITING.value:
                 waiting[pid] = waiting.get(pid, 0.0) + value
-    return MemberFigures(answered, totals, oldest, failures, waiting)
+    hottest = tuple(sorted(hot.items(), key=lambda item: -item[1]))
+    return MemberFigures(answered, totals, oldest, failures, waiting, hottest)
+
+
+def _hot_keys(samples: list[tuple[str, dict[str, str], float]], hot: dict[int, float]) -> None:
+    """Add one member's hot keys (its ``laneway_hot_key_*`` gauges by rank) to ``hot``."""
+    ids = {labels.get("rank"): value for name, labels, value in samples if name == _HOT_ID}
+    for name, labels, value in samples:
+        key = ids.get(labels.get("rank"))
+        if name == _HOT_MESSAGES and key and value > 0:
+            hot[int(key)] = hot.get(int(key), 0.0) + value
 
 
 def _partition(labels: Mapping[str, str]) -> PartitionId | None:

@@ -109,6 +109,9 @@ def members_line(view: View, asked: int) -> str:
         f"{int(totals.get(Metric.IN_FLIGHT, 0))}, buffered {int(totals.get(Metric.BUFFERED, 0))}"
         f", paused partitions {int(totals.get(Metric.PAUSED_PARTITIONS, 0))}"
     )
+    if figures.hot_keys:
+        shown = ", ".join(f"{key:012x} {int(count)}" for key, count in figures.hot_keys[:5])
+        line += f"\nhot keys (id messages): {shown}"
     for url, why in figures.failures.items():
         line += f"\n  {url}: no answer ({why})"
     return line
