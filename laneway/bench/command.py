@@ -54,8 +54,10 @@ from laneway.options import EventLoop, uvloop_installed
     callback=name_list(ALL_SCENARIOS),
     help="Comma-separated scenarios to run (members' member processes need Kafka). Run "
     "only when named: share (a Kafka share group vs a classic group, and the share source vs "
-    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), spike and "
-    "paced (open-loop reservations on Kafka and PostgreSQL, compared by --topologies).",
+    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), skew "
+    "(Zipf hot keys with and without max_buffered_per_key, and a quiet tenant beside a "
+    "flooding one with and without fairness), spike and paced (open-loop reservations on "
+    "Kafka and PostgreSQL, compared by --topologies).",
 )
 @click.option(
     "--engines",

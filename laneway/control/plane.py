@@ -104,6 +104,7 @@ class ControlPlane:
         next_commit = time.monotonic() + interval
         while True:
             self._collect()
+            self._containment.settled([])  # what is due to be read again, idle or not
             self._release.pump()
             now = time.monotonic()
             if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):

@@ -135,9 +135,8 @@ class OffsetProgress:
                 counts.buffered -= count
                 counts.buffered_bytes -= partition.unbuffer(count)
 
-    def decline(self, messages: list[Message]) -> dict[PartitionId, int]:
+    def decline(self, messages: list[Message]) -> None:
         counts = self._counts
-        again: dict[PartitionId, int] = {}
         for pid, offsets in _offsets_by_partition(messages).items():
             partition = self._owned.get(pid)
             if partition is None:
@@ -145,10 +144,15 @@ class OffsetProgress:
             counts.buffered -= len(offsets)
             counts.buffered_bytes -= partition.unbuffer(len(offsets))
             partition.tracker.declined(offsets)
-            first = partition.tracker.declined_first
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        found: dict[PartitionId, tuple[int, int]] = {}
+        for pid, partition in self._owned.items():
+            tracker = partition.tracker
+            first = tracker.declined_first
             if first is not None:
-                again[pid] = first
-        return again
+                found[pid] = first, tracker.fetch_head
+        return found
 
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""

@@ -71,7 +71,10 @@ class PartitionOffsets:
     Not thread-safe; cheap enough to call once per batch per partition in the hot path.
     """
 
-    __slots__ = ("_blocks", "_cached", "_declined", "_next", "_restored", "_span", "_version")
+    __slots__ = (
+        "_blocks", "_cached", "_declined", "_declined_min", "_next", "_restored", "_span",
+        "_version",
+    )  # fmt: skip
 
     def __init__(self, committed: CommitPosition | None, max_metadata_bytes: int) -> None:
         self._span = max_span(max_metadata_bytes)
@@ -80,6 +83,8 @@ class PartitionOffsets:
         self._version = 0
         self._cached: tuple[int, CommitPosition] | None = None
         self._declined: set[int] = set()
+        self._declined_min = -1
+        """The lowest declined offset (-1: none, or not known since it was fetched again)."""
         self._next = -1
         if committed is not None:
             self._next = committed.offset
@@ -158,15 +163,32 @@ class PartitionOffsets:
         return runs
 
     @property
+    def fetch_head(self) -> int:
+        """The offset after the last one fetched (-1 while the start is unknown)."""
+        return self._next
+
+    @property
     def declined_first(self) -> int | None:
         """The lowest offset declined and not fetched again (``None``: none): where to
         read the partition again from."""
-        return min(self._declined) if self._declined else None
+        declined = self._declined
+        if not declined:
+            return None
+        if self._declined_min < 0:
+            self._declined_min = min(declined)
+        return self._declined_min
 
     def declined(self, offsets: Iterable[int]) -> None:
         """Fetched offsets that were not kept (not dispatched): unfinished until they are
         fetched again and finished."""
-        self._declined.update(offsets)
+        more = list(offsets)
+        if not more:
+            return
+        self._declined.update(more)
+        lowest = min(more)
+        known = self._declined_min
+        if (known >= 0 and lowest < known) or len(self._declined) == len(more):
+            self._declined_min = lowest
 
     def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
@@ -290,6 +312,8 @@ class PartitionOffsets:
             if offset < following:
                 if offset in declined:
                     declined.discard(offset)
+                    if offset == self._declined_min:
+                        self._declined_min = -1
                 else:
                     skip.add(offset)
                 continue

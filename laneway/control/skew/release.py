@@ -3,9 +3,11 @@ work is urgent (``fairness``, ``priority``).
 
 Without either option every dispatched message goes to the engine at once
 (:class:`DirectRelease`). With them, :class:`FairRelease` keeps dispatched messages in
-their lanes and hands the engine a window of them (``WINDOW_PER_WORKER`` per place in
-``concurrency``, at most ``LANE_AHEAD`` per lane, so a hot key cannot fill the window
-with messages that could only run one after another), choosing each next message:
+their lanes and hands the engine a window of them (``concurrency`` and a quarter more, so
+a worker that finishes finds the next message already there, but a message let in now
+waits behind at most a quarter of ``concurrency`` others; at most ``LANE_AHEAD`` per
+lane, so a hot key cannot fill the window with messages that could only run one after
+another), choosing each next message:
 
 1. among the groups (``Fairness.group_by``) with a releasable lane and room under their
    caps, by smooth weighted round robin (each group's turns in proportion to its weight,
@@ -41,11 +43,11 @@ from laneway.types import Message, PartitionId
 
 log = get_logger(__name__)
 
-WINDOW_PER_WORKER = 4
-"""Messages released and not finished per place in ``concurrency`` (at least
+AHEAD_SHARE = 4
+"""The window is ``concurrency + concurrency // AHEAD_SHARE`` (at least
 :data:`MIN_WINDOW`): enough to keep every worker busy between two turns of the control
 loop, few enough that a new urgent message or a quiet tenant's is next in line."""
-MIN_WINDOW = 64
+MIN_WINDOW = 16
 LANE_AHEAD = 2
 """Messages of one lane released and not finished at most: one running, one ready."""
 STARVE_AFTER = 5.0
@@ -128,7 +130,7 @@ class FairRelease:
         self._lane_of = lane_of
         self._fairness = fairness
         self._priority = priority
-        self._window = max(MIN_WINDOW, WINDOW_PER_WORKER * concurrency)
+        self._window = max(MIN_WINDOW, concurrency + concurrency // AHEAD_SHARE)
         self._clock = clock
         self._lanes: dict[Hashable, deque[Message]] = {}
         self._ahead: dict[Hashable, int] = {}

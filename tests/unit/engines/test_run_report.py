@@ -4,7 +4,11 @@ reported by the watcher, each message exactly once, with its handler time."""
 from __future__ import annotations
 
 import threading
+import types
 
+import pytest
+
+from laneway.engines import run_report
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.run_report import REPORT_EVERY, RunReport, hand_over_slow
 from laneway.types import Message
@@ -14,7 +18,11 @@ def messages(count: int) -> list[Message]:
     return [Message("t", 0, i, b"k%d" % (i % 7), b"") for i in range(count)]
 
 
-def test_what_a_worker_finished_before_a_long_call_is_handed_over_once() -> None:
+def test_what_a_worker_finished_before_a_long_call_is_handed_over_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = types.SimpleNamespace(monotonic=lambda: 100.0)  # the worker's clock stands still
+    monkeypatch.setattr(run_report, "time", clock)
     completions, slot = Completions(), InFlight()
     report = RunReport(completions, slot, timed=True)
     batch = messages(3)
@@ -24,7 +32,7 @@ def test_what_a_worker_finished_before_a_long_call_is_handed_over_once() -> None
     slow = Message("t", 0, 3, b"slow", b"")
     report.start(slow)  # the worker is inside this call now
     assert hand_over_slow([slot], slot.since + REPORT_EVERY / 2) == 0, "not long enough yet"
-    assert hand_over_slow([slot], slot.since + REPORT_EVERY) == 3
+    assert hand_over_slow([slot], slot.since + 2 * REPORT_EVERY) == 3
     assert report.hand_over() == 0, "nothing new"
     done, failed = completions.take()
     assert done == batch and not failed
