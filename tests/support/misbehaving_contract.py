@@ -182,6 +182,33 @@ class MisbehavingHandlers:
             stalls = wait_for_stalls(run.consumer, len(hanging))
             assert {(s.partition, s.offset) for s in stalls} == hanging
 
+    @pytest.mark.parametrize("source_kind", SOURCES)
+    def test_a_hung_key_whose_backlog_is_larger_than_the_buffer(
+        self, request: pytest.FixtureRequest, source_kind: str, record_dir: Path
+    ) -> None:
+        """The hung key has four times ``max_buffered`` messages behind its hung one: they
+        are held off (max_buffered_per_key), not buffered, so the buffer keeps serving the
+        other keys and they all finish."""
+        records = keyed(30, 6, 1.0) + [Record(b"hot", b"1")] * 240
+        scenario = Scenario(with_value(records, b"hot", HANG))
+        concurrency = self.concurrencies[0]
+        with self.start(
+            request,
+            source_kind,
+            scenario,
+            record_dir,
+            "key",
+            concurrency,
+            max_buffered=60,
+            max_buffered_per_key=10,
+        ) as run:
+            run.wait_for_hangs(1)
+            missing = run.wait_for(scenario.free("key"), bound(self.engine) + SLACK_S)
+            assert not missing, f"{len(missing)} records of other keys never finished"
+            assert recording.order_violations(run.calls(), "key") == []
+            stats = run.consumer.stats()
+            assert stats.buffered <= 60 and stats.held_off > 0
+
     def test_zipf_keys_with_the_hottest_key_hung(
         self, request: pytest.FixtureRequest, record_dir: Path
     ) -> None:
