@@ -9,11 +9,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka_helpers import run_kafka_script
-from secured_kafka import SecuredBroker, secured_document
-from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
-from laneway.logs import forget_repeats
+# The shared contract suites live in tests/support: rewrite their asserts too, so that a
+# failure shows the values compared (the order problems found, the keys held up).
+pytest.register_assert_rewrite(
+    "adversarial", "engine_contract", "misbehaving_contract", "source_contract"
+)
+
+from kafka_helpers import run_kafka_script  # noqa: E402
+from secured_kafka import SecuredBroker, secured_document  # noqa: E402
+from topics import EmbeddedTopic, KafkaTopic, LogTopic  # noqa: E402
+
+from laneway.logs import forget_repeats  # noqa: E402
 
 # pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
