@@ -35,10 +35,10 @@ from collections.abc import Awaitable, Callable, MutableSequence, Sequence
 from laneway.engines.admission.gate import AsyncGate, ThreadGate
 from laneway.engines.attempts import BATCH_ID, INDEX, AsyncHandler, AttemptHook, SyncHandler
 from laneway.engines.base import Completions, InFlight
+from laneway.engines.batch_reply import BatchReply, BatchResult
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
 from laneway.engines.circuit import OPEN_ERROR, KeyCircuitBreaker, open_failure
 from laneway.engines.lifecycle import Lifecycle
-from laneway.engines.process.reply import BatchReply, BatchResult
 from laneway.engines.run_report import RunReport
 from laneway.results import Records, records_of
 from laneway.retry import (

@@ -67,7 +67,6 @@ MODULE_STAGES: tuple[tuple[str, str], ...] = (
     ("types.py", FETCH),
     ("engines/lanes.py", LANES),
     ("engines/process/placement.py", LANES),
-    ("engines/process/reply.py", HANDLER),
     ("engines/process/", DISPATCH),
     ("engines/sync.py", DISPATCH),
     ("engines/thread.py", DISPATCH),

@@ -30,7 +30,7 @@ from multiprocessing.context import SpawnContext
 
 from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
 from laneway.engines.base import ResultGroup
-from laneway.engines.process.reply import BatchResult, FailureRecord, ResultRecord
+from laneway.engines.batch_reply import BatchResult, FailureRecord, ResultRecord
 from laneway.engines.process.worker import PARENTS_SIGNALS, worker_main
 from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message

@@ -58,8 +58,8 @@ from types import FrameType
 
 from laneway.engines.admission.gate import gate_for
 from laneway.engines.attempts import AttemptStamp
+from laneway.engines.batch_reply import BatchResult, with_undecodable
 from laneway.engines.invoker import Invoker
-from laneway.engines.process.reply import BatchResult, with_undecodable
 from laneway.retry import RetryPolicy, describe
 from laneway.serde.decoding import Decoding
 from laneway.serde.typed_handlers import DecodingHandler, WorkerViews

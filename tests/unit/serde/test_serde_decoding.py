@@ -12,7 +12,7 @@ from typed_app import Order
 
 from laneway import serde
 from laneway.control.encoding import Encoding
-from laneway.engines.process.reply import with_undecodable
+from laneway.engines.batch_reply import with_undecodable
 from laneway.metrics import Metric
 from laneway.results import Produce
 from laneway.serde.decoding import Decoding, Record, as_read
