@@ -19,7 +19,7 @@ from laneway.ops.connection import (
 )
 from laneway.ops.lag import group_and_topics
 from laneway.ops.member_metrics import MemberFigures, check_url, scrape
-from laneway.ops.top_view import View, plain
+from laneway.ops.top.view import View, plain
 from laneway.service import exits
 
 SUMMARY = (
@@ -128,7 +128,7 @@ def _watch(
     interval: float,
     where: str,
 ) -> int:
-    from laneway.ops.top_live import frame
+    from laneway.ops.top.live import frame
 
     try:
         with live(frame(None, where), refresh_per_second=4, screen=False) as screen:

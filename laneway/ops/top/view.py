@@ -1,6 +1,6 @@
 """What one frame of ``laneway top`` shows: two snapshots of a group, and that frame as
 plain text (``--once``; the live view draws the same rows with rich, see
-:mod:`laneway.ops.top_live`)."""
+:mod:`laneway.ops.top.live`)."""
 
 from __future__ import annotations
 
