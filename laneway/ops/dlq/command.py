@@ -14,12 +14,10 @@ import click
 from laneway.errors import ConfigError, UnknownTopicError
 from laneway.ops.connection import (
     EXIT_CODES_HELP,
-    Target,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
-from laneway.ops.dlq.logs import DeadLetterLog, open_dead_letters
 from laneway.ops.dlq.records import DeadLetter
 from laneway.ops.dlq.replay import (
     DEFAULT_MAX_REPLAYS,
@@ -30,6 +28,8 @@ from laneway.ops.dlq.replay import (
 from laneway.ops.dlq.selection import Selection
 from laneway.ops.dlq.views import letter_lines, list_lines, list_summary, replay_lines
 from laneway.service import exits
+from laneway.sources.backends import open_dead_letters
+from laneway.sources.targets import DeadLetterLog, Target
 from laneway.sources.topic_names import check_topic_name
 
 SUMMARY = (
@@ -71,7 +71,7 @@ def _selection_options(command: F) -> F:
     command = click.option(
         "--topic", required=True, metavar="NAME", help="The dead-letter topic, e.g. orders.dlq."
     )(command)
-    return connection_options()(command)
+    return connection_options(command)
 
 
 @click.group("dlq", help=HELP)
@@ -159,9 +159,8 @@ def _dead_letters(
     topic: str, bootstrap_servers: str | None, log_dir: str | None, config_file: Path | None
 ) -> Iterator[tuple[Target, DeadLetterLog]]:
     check_topic_name(topic, "--topic")
-    target = resolve_target(
-        {"bootstrap_servers": bootstrap_servers, "log_dir": log_dir}, config_file
-    )
+    flags = {"bootstrap_servers": bootstrap_servers, "log_dir": log_dir}
+    target = resolve_settings(flags, config_file).target()
     log = open_dead_letters(target, topic)
     try:
         yield target, log

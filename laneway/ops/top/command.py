@@ -15,7 +15,7 @@ from laneway.ops.connection import (
     OpsError,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
 from laneway.ops.lag import group_and_topics
 from laneway.ops.member_metrics import MemberFigures, check_url, scrape
@@ -67,7 +67,7 @@ one snapshot as plain text and exits (for scripts). The live view needs rich (pi
     help="A member's metrics address, e.g. 127.0.0.1:9108 (http and /metrics unless "
     "given); repeat per member.",
 )
-@connection_options(log_dir=False)
+@connection_options
 def top(
     group: str | None,
     topics: tuple[str, ...],
@@ -75,12 +75,14 @@ def top(
     interval: float,
     metrics_urls: tuple[str, ...],
     bootstrap_servers: str | None,
+    log_dir: str | None,
     config_file: Path | None,
 ) -> None:
     flags: dict[str, object] = {
         "group": group,
         "topics": topics,
         "bootstrap_servers": bootstrap_servers,
+        "log_dir": log_dir,
     }
     finish("top", lambda: _top(flags, config_file, once, interval, metrics_urls))
 
@@ -94,15 +96,10 @@ def _top(
 ) -> int:
     urls = [check_url(url) for url in urls]
     live = None if once else _rich_live()
-    target = resolve_target(flags, config_file)
-    if target.log_dir is not None:
-        raise OpsError(
-            "laneway top reads Kafka groups only (LANEWAY_LOG_DIR is set); for an embedded "
-            "log use laneway lag --log-dir",
-            exits.USAGE,
-        )
-    group, topics = group_and_topics(target)
-    reader = GroupReader(target, group, topics, bool(target.settings.get("share")))
+    settings = resolve_settings(flags, config_file)
+    target = settings.target()
+    group, topics = group_and_topics(settings)
+    reader = GroupReader(target, group, topics, settings["share"])
     try:
         before, members_before = reader.snapshot(), _scrape(urls)
         if live is None:

@@ -14,7 +14,12 @@ from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
 from laneway.sources.kafka.checks import check_reachable, check_topics
-from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
+from laneway.sources.kafka.client_config import (
+    CONNECT_TIMEOUT,
+    build_settings,
+    connection_config,
+    prefetch_settings,
+)
 from laneway.sources.kafka.client_logs import (
     client_logging,
     describe,
@@ -50,7 +55,8 @@ class KafkaSource:
 
     ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
     librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
-    no broker answers within ``connect_timeout`` seconds (default 10) and with
+    no broker answers within ``connect_timeout`` seconds (default
+    :data:`~laneway.sources.kafka.client_config.CONNECT_TIMEOUT`) and with
     :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
     unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
     ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see
@@ -98,7 +104,7 @@ class KafkaSource:
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         wait_for_topics: bool = False,
         transactional_id: str | None = None,
     ) -> None:

@@ -24,7 +24,7 @@ from laneway.logs import get_logger
 from laneway.options import Ordering
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.checks import check_reachable, check_topics
-from laneway.sources.kafka.client_config import connection_subset
+from laneway.sources.kafka.client_config import CONNECT_TIMEOUT, connection_subset
 from laneway.sources.kafka.client_logs import (
     client_logging,
     describe,
@@ -124,7 +124,7 @@ class KafkaShareSource:
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         wait_for_topics: bool = False,
         start_at: StartAt | str = StartAt.EARLIEST,
         crash_journal: bool | str | os.PathLike[str] = True,
