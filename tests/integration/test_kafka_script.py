@@ -40,7 +40,7 @@ def test_broker_answers_a_metadata_request(kafka_bootstrap: str) -> None:
 
 def test_start_status_and_env_agree_on_the_running_broker(kafka_bootstrap: str) -> None:
     # Normally the fixture's broker is this checkout's, so `start` reuses it; when
-    # LANEWAY_KAFKA_BOOTSTRAP names another broker, this test starts (and stops) its own.
+    # LANEWAY_BROKER names another broker, this test starts (and stops) its own.
     started = run_kafka_script("start", timeout_s=900.0)
     assert started.returncode == 0, started.stderr
     address = started.stdout.strip()
@@ -48,7 +48,7 @@ def test_start_status_and_env_agree_on_the_running_broker(kafka_bootstrap: str) 
         status = run_kafka_script("status", timeout_s=30.0)
         assert (status.returncode, status.stdout.strip()) == (0, address)
         env = run_kafka_script("env", timeout_s=30.0)
-        assert env.stdout.strip() == f"export LANEWAY_KAFKA_BOOTSTRAP={address}"
+        assert env.stdout.strip() == f"export LANEWAY_BROKER={address}"
         again = run_kafka_script("start", timeout_s=30.0)
         assert (again.returncode, again.stdout.strip()) == (0, address)
         assert "already running" in again.stderr
