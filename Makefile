@@ -35,7 +35,7 @@ demo: $(RUNTIME)
 
 # Lint, type-check, build the docs and the package first (no services needed), run the
 # server-free tests on the other supported Pythons, then every test on the development
-# Python against a real broker and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP /
+# Python against a real broker and a real PostgreSQL: LANEWAY_BROKER /
 # LANEWAY_POSTGRES_DSN if set, else servers scripts/with-services starts and stops again.
 # Most of that suite waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
 # workers, a file's tests on one of them (11.7 -> 6.1 min here); the `timing` tests, which
@@ -82,10 +82,12 @@ python-%: $(DEV)
 package: $(DEV)
 	scripts/check-package $(BIN)/python
 
+# ruff, mypy, and the import layering of pyproject.toml's [tool.importlinter] contracts.
 lint: $(DEV)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 kafka-start:
 	@scripts/kafka start
@@ -97,4 +99,4 @@ clean:
 	scripts/kafka stop
 	scripts/postgres stop
 	scripts/jaeger stop
-	rm -rf $(VENV) .kafka .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .nox site build dist *.egg-info
+	rm -rf $(VENV) .kafka .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache .nox site build dist *.egg-info
