@@ -15,6 +15,7 @@ from laneway.sources.base import IgnoreRebalances
 from laneway.sources.embedded.group_positions import open_log
 from laneway.sources.embedded.source import EmbeddedSource
 from laneway.sources.targets import read_group
+from laneway.sources.topic_names import unknown_topics
 from laneway.types import CommitPosition, Message
 
 
@@ -30,7 +31,7 @@ class EmbeddedDeadLetters:
         if topic not in self._log.topics():
             self._log.close()
             raise UnknownTopicError(
-                f"unknown topic {topic!r} in {path} "
+                f"{unknown_topics([topic], self._log.topics())} in {path} "
                 f"(topics: {', '.join(self._log.topics()) or 'none'})"
             )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from laneway.errors import SourceError, UnknownTopicError
 from laneway.sources.embedded.log import EmbeddedLog
+from laneway.sources.topic_names import unknown_topics
 from laneway.types import CommitPosition, PartitionId
 
 
@@ -40,7 +41,7 @@ class EmbeddedPositions:
         missing = [t for t in topics if t not in known]
         if missing:
             raise UnknownTopicError(
-                f"unknown topic {', '.join(map(repr, missing))} in {self.where} "
+                f"{unknown_topics(missing, known)} in {self.where} "
                 f"(topics: {', '.join(sorted(known)) or 'none'})"
             )
 
