@@ -1,4 +1,6 @@
-"""FailureLog: one ERROR line per failed message, until a flood makes it a summary."""
+"""FailureLog: one ERROR line per failed message, until a flood makes it a summary; records
+that did not decode have lines (and a burst) of their own, so they never crowd out the
+handler's failures."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from laneway.logs import get_logger
+from laneway.serde.codec import DESERIALIZATION
 from laneway.types import Failure
 
 log = get_logger("laneway.dead_letters")
@@ -21,7 +24,8 @@ class FailureLog:
     """Logs each final failure at ERROR, naming position, key, error and outcome, with the
     traceback; past ``burst`` failures in a ``window``, the rest are only counted and one
     summary line per window says how many there were, per topic, error type and outcome
-    (a poison flood would otherwise write a line and a traceback per message).
+    (a poison flood would otherwise write a line and a traceback per message). Records
+    that did not decode (the handler never ran) count against a burst of their own.
 
     Used from the control thread only; :meth:`flush` writes a pending summary.
     """
@@ -36,15 +40,17 @@ class FailureLog:
         self._window = window
         self._clock = clock
         self._window_start = clock()
-        self._logged = 0
+        self._logged: Counter[bool] = Counter()
+        """Lines written one by one this window, by whether the record did not decode."""
         self._held: Counter[tuple[str, str, str]] = Counter()
 
     def failed(self, failure: Failure, outcome: str) -> None:
         """``failure`` was settled with ``outcome`` (e.g. ``dead-lettered to orders.dlq``)."""
         self.tick()
-        if self._logged < self._burst:
-            self._logged += 1
-            _log_one(failure, outcome)
+        undecoded = failure.error_type == DESERIALIZATION and failure.attempts == 0
+        if self._logged[undecoded] < self._burst:
+            self._logged[undecoded] += 1
+            (_log_undecoded if undecoded else _log_one)(failure, outcome)
         else:
             self._held[(failure.message.topic, failure.error_type, outcome)] += 1
 
@@ -67,7 +73,7 @@ class FailureLog:
                 "; ".join(parts),
             )
             self._held.clear()
-        self._logged = 0
+        self._logged.clear()
 
 
 def _log_one(failure: Failure, outcome: str) -> None:
@@ -83,5 +89,19 @@ def _log_one(failure: Failure, outcome: str) -> None:
         failure.error_message,
         outcome,
         f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
+        extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
+    )
+
+
+def _log_undecoded(failure: Failure, outcome: str) -> None:
+    m = failure.message
+    log.error(
+        "record %s[%d]@%d (key %r) did not decode; the handler was not called: %s; %s",
+        m.topic,
+        m.partition,
+        m.offset,
+        m.key,
+        failure.error_message,
+        outcome,
         extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
     )
