@@ -99,7 +99,7 @@ def seeded(new_log: Callable[[], ToolLog]) -> Iterator[tuple[ToolLog, str]]:
 
     def handle(message: Message) -> None:
         if message.value is not None and message.value.startswith(b"bad"):
-            raise ValueError("bad amount")
+            raise ValueError(f"bad amount {message.value[4:].decode()}")
 
     consumer = lw.Consumer(
         log.source(log.topic, group), handle, max_retries=0, handle_signals=False
@@ -136,9 +136,17 @@ def test_dlq_lists_shows_and_replays_the_dead_letters_once(
     where = (*log.connection, "--topic", f"{log.topic}.dlq")
     listed = laneway_json("dlq", "list", *where, cwd=tmp_path)
     assert listed["records"] == len(BAD)
-    assert [(g["original_topic"], g["error_type"], g["count"]) for g in listed["groups"]] == [
-        (log.topic, "ValueError", len(BAD))
-    ]
+    [row] = listed["groups"]  # by error type: one row for four distinct messages
+    assert (row["original_topic"], row["error_type"], row["count"]) == (
+        log.topic,
+        "ValueError",
+        len(BAD),
+    )
+    assert row["messages"] == len(BAD) and row["example_message"].startswith("bad amount")
+    by_message = laneway_json("dlq", "list", *where, "--by", "message", cwd=tmp_path)
+    assert sorted(g["error_message"] for g in by_message["groups"]) == sorted(
+        f"bad amount {i}" for i in BAD
+    )
     shown = laneway("dlq", "show", *where, "--where", "type=ValueError", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"shown {len(BAD)} of {len(BAD)} dead letters" in shown.stdout
@@ -162,3 +170,16 @@ def test_the_tools_name_an_unknown_group_or_topic_with_exit_3(
     assert top.returncode == 3 and "unknown group 'no-such-group'" in top.stderr
     missing = laneway("dlq", "list", *log.connection, "--topic", "nowhere.dlq", cwd=tmp_path)
     assert missing.returncode == 3 and "nowhere.dlq" in missing.stderr
+
+
+def test_dlq_says_a_topic_of_plain_records_is_not_a_dead_letter_topic(
+    new_log: Callable[[], ToolLog], tmp_path: Path
+) -> None:
+    log = new_log()
+    log.create(log.topic, 2)
+    log.produce(log.topic, [(b"k%d" % i, b"%d" % i) for i in range(20)])
+    log.release()
+    for command in ("list", "show"):
+        done = laneway("dlq", command, *log.connection, "--topic", log.topic, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{log.topic} is not a dead-letter topic: none of its 20 records" in done.stderr

@@ -193,7 +193,9 @@ def test_dlq_list_show_replay_once_loop_guard_and_dry_run(
     forged(kafka_bootstrap, dlq, "bad topic!", [(b"nameless", 0)])
     where = ("--bootstrap-servers", kafka_bootstrap, "--topic", dlq)
 
-    listed = laneway_json("dlq", "list", *where, "--where", f"topic={topic}", cwd=tmp_path)
+    listed = laneway_json(
+        "dlq", "list", *where, "--where", f"topic={topic}", "--by", "message", cwd=tmp_path
+    )
     assert listed["records"] == len(failed) + 1
     assert {(g["error_type"], g["error_message"]): g["count"] for g in listed["groups"]} == {
         ("ValueError", "bad amount"): len(failed),
