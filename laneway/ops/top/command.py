@@ -19,7 +19,7 @@ from laneway.ops.connection import (
 )
 from laneway.ops.lag import group_and_topics
 from laneway.ops.member_metrics import MemberFigures, check_url, scrape
-from laneway.ops.top.view import View, plain
+from laneway.ops.top.view import Drain, View, plain
 from laneway.service import exits
 
 SUMMARY = (
@@ -102,12 +102,14 @@ def _top(
     reader = GroupReader(target, group, topics, settings["share"])
     try:
         before, members_before = reader.snapshot(), _scrape(urls)
+        drain = Drain().add(before)
         if live is None:
             time.sleep(interval)
-            view = View(before, reader.snapshot(), members_before, _scrape(urls))
+            now = reader.snapshot()
+            view = View(before, now, members_before, _scrape(urls), drain.add(now))
             click.echo(plain(view, target.where))
             return exits.OK
-        return _watch(live, reader, before, members_before, urls, interval, target.where)
+        return _watch(live, reader, before, members_before, drain, urls, interval, target.where)
     finally:
         reader.close()
 
@@ -121,6 +123,7 @@ def _watch(
     reader: GroupReader,
     before: Snapshot,
     members: MemberFigures | None,
+    drain: Drain,
     urls: Sequence[str],
     interval: float,
     where: str,
@@ -131,7 +134,8 @@ def _watch(
         with live(frame(None, where), refresh_per_second=4, screen=False) as screen:
             while True:
                 time.sleep(interval)
-                view = View(before, reader.snapshot(), members, _scrape(urls))
+                now = reader.snapshot()
+                view = View(before, now, members, _scrape(urls), drain.add(now))
                 screen.update(frame(view, where))
                 before, members = view.now, view.members_now
     except KeyboardInterrupt:
