@@ -11,6 +11,7 @@ producers do; consumer tuning in the table is not theirs.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -80,9 +81,50 @@ def connection_options(command: F) -> F:
     )(command)
 
 
+
+
+class _CommandLines(logging.Formatter):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"laneway {name}: %(levelname)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.levelname = record.levelname.lower()
+        return super().format(record)
+
+
+LIBRDKAFKA_LINES, CLIENT_ERRORS = "laneway.librdkafka", "laneway.kafka"
+"""The loggers of librdkafka's own lines and of the clients' errors (see
+:mod:`laneway.sources.kafka.client_logs`)."""
+
+
+def _quiet_clients(record: logging.LogRecord) -> bool:
+    if record.name.startswith(LIBRDKAFKA_LINES):
+        return False
+    if record.name.startswith(CLIENT_ERRORS):
+        return record.levelno >= logging.ERROR  # a fatal client error
+    return True
+
+
+def command_logging(name: str) -> None:
+    """laneway's log lines on stderr as ``laneway NAME: warning: ...``, nothing below
+    WARNING, and not librdkafka's own lines nor the clients' passing errors (a broker not
+    answering yet, a group coordinator still loading): the client retries them, and if
+    one lasts the command ends with its one-line error naming it."""
+    logger = logging.getLogger("laneway")
+    if any(isinstance(h.formatter, _CommandLines) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_CommandLines(name))
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(_quiet_clients)
+    logger.addHandler(handler)
+
+
 def finish(name: str, body: Callable[[], int]) -> NoReturn:
     """Run a command's ``body`` and exit with its code, or report its error in one line
-    (``laneway NAME: error: ...``) and exit with the error's code."""
+    (``laneway NAME: error: ...``) and exit with the error's code; what the command logs
+    meanwhile is written as :func:`command_logging` says."""
+    command_logging(name)
     try:
         code = body()
     except OpsError as error:

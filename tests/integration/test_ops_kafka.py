@@ -150,6 +150,9 @@ def test_lag_of_an_unreachable_cluster_exits_3_naming_it(tmp_path: Path) -> None
                    env={"LANEWAY_CONNECT_TIMEOUT": "1"})  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert f"cannot reach the Kafka cluster at {closed}" in done.stderr
+    # one line: librdkafka's own connection failures are not written beside it
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith("laneway lag: error: ")
 
 
 def dead_lettered(bootstrap: str, topic: str, count: int) -> dict[tuple[int, int], bytes]:
