@@ -75,6 +75,40 @@ def test_status_and_stop_without_a_broker(tmp_path: Path) -> None:
     assert run_kafka_script("bogus", timeout_s=30.0, script=scripts / "kafka").returncode == 2
 
 
+def test_groups_runs_kafkas_own_consumer_group_command(kafka_bootstrap: str) -> None:
+    # As above: the checkout's broker (the fixture's, normally), started if need be.
+    started = run_kafka_script("start", timeout_s=900.0)
+    assert started.returncode == 0, started.stderr
+    address = started.stdout.strip()
+    try:
+        topic, group = unique_name("groups"), unique_name("groups-group")
+        create_topic(address, topic, partitions=2)
+        consumer = Consumer({"bootstrap.servers": address, "group.id": group})
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+        produce(address, topic, [(b"k", b"v")] * 3)
+        done = subprocess.run(
+            [sys.executable, str(KAFKA_SCRIPT), "groups", "--describe", "--group", group],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = [line.split() for line in done.stdout.splitlines() if line.startswith(group)]
+        ends = end_offsets(address, topic)
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+        assert sorted((int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows) == [
+            (p, 0, ends[p], ends[p]) for p in sorted(ends)
+        ]
+        assert "INFO" not in done.stderr  # the admin client's chatter is left out
+    finally:
+        if "already running" not in started.stderr:
+            assert run_kafka_script("stop", timeout_s=60.0).returncode == 0
+
+
 def test_create_produce_read_and_commit_round_trip(kafka_bootstrap: str) -> None:
     topic = unique_name("roundtrip")
     group = unique_name("roundtrip-group")
