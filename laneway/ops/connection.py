@@ -81,8 +81,6 @@ def connection_options(command: F) -> F:
     )(command)
 
 
-
-
 class _CommandLines(logging.Formatter):
     def __init__(self, name: str) -> None:
         super().__init__(f"laneway {name}: %(levelname)s: %(message)s")

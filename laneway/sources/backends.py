@@ -81,17 +81,17 @@ def _kafka_source(
     kafka = dict(target.kafka)
     if member is not None:
         kafka.setdefault("client.id", f"laneway-member-{member}")
-    servers = str(target.bootstrap_servers)
+    given = (str(target.bootstrap_servers), group, list(topics), kafka)
+    waits = {
+        "connect_timeout": target.connect_timeout,
+        "wait_for_topics": options["wait_for_topics"],
+    }
     if options["share"]:
         from laneway.sources.share.source import KafkaShareSource
 
         return KafkaShareSource(
-            servers,
-            group,
-            list(topics),
-            kafka,
-            connect_timeout=target.connect_timeout,
-            wait_for_topics=options["wait_for_topics"],
+            *given,
+            **waits,
             start_at=options["start_at"],
             crash_journal=options["crash_journal"],
             group_config=options["group_config"],
@@ -99,15 +99,8 @@ def _kafka_source(
     from laneway.sources.kafka.source import KafkaSource
     from laneway.sources.kafka.transactions import member_transactional_id
 
-    return KafkaSource(
-        servers,
-        group,
-        list(topics),
-        kafka,
-        connect_timeout=target.connect_timeout,
-        wait_for_topics=options["wait_for_topics"],
-        transactional_id=member_transactional_id(group, member, options["transactional_id"]),
-    )
+    transactional_id = member_transactional_id(group, member, options["transactional_id"])
+    return KafkaSource(*given, **waits, transactional_id=transactional_id)
 
 
 def open_positions(target: Target) -> Positions:

@@ -50,7 +50,7 @@ class FailureLog:
         undecoded = failure.error_type == DESERIALIZATION and failure.attempts == 0
         if self._logged[undecoded] < self._burst:
             self._logged[undecoded] += 1
-            (_log_undecoded if undecoded else _log_one)(failure, outcome)
+            _log_one(failure, outcome, undecoded)
         else:
             self._held[(failure.message.topic, failure.error_type, outcome)] += 1
 
@@ -76,32 +76,21 @@ class FailureLog:
         self._logged.clear()
 
 
-def _log_one(failure: Failure, outcome: str) -> None:
+def _log_one(failure: Failure, outcome: str, undecoded: bool) -> None:
     m = failure.message
+    if undecoded:
+        text = "record %s[%d]@%d (key %r) did not decode; the handler was not called: %s; %s"
+        details: tuple[object, ...] = (failure.error_message, outcome)
+    else:
+        text = "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s"
+        trace = f"\n{failure.traceback.rstrip()}" if failure.traceback else ""
+        details = (failure.attempts, failure.error_type, failure.error_message, outcome, trace)
     log.error(
-        "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s",
+        text,
         m.topic,
         m.partition,
         m.offset,
         m.key,
-        failure.attempts,
-        failure.error_type,
-        failure.error_message,
-        outcome,
-        f"\n{failure.traceback.rstrip()}" if failure.traceback else "",
-        extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
-    )
-
-
-def _log_undecoded(failure: Failure, outcome: str) -> None:
-    m = failure.message
-    log.error(
-        "record %s[%d]@%d (key %r) did not decode; the handler was not called: %s; %s",
-        m.topic,
-        m.partition,
-        m.offset,
-        m.key,
-        failure.error_message,
-        outcome,
+        *details,
         extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
     )
