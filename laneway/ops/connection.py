@@ -27,6 +27,7 @@ from laneway.errors import (
     SourceError,
     UnknownTopicError,
 )
+from laneway.logs import get_logger
 from laneway.service import exits
 from laneway.service.settings import Resolved, resolve
 
@@ -108,7 +109,7 @@ def command_logging(name: str) -> None:
     WARNING, and not librdkafka's own lines nor the clients' passing errors (a broker not
     answering yet, a group coordinator still loading): the client retries them, and if
     one lasts the command ends with its one-line error naming it."""
-    logger = logging.getLogger("laneway")
+    logger = get_logger("laneway")
     if any(isinstance(h.formatter, _CommandLines) for h in logger.handlers):
         return
     handler = logging.StreamHandler()

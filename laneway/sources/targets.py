@@ -18,8 +18,11 @@ from typing import Protocol
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, optional_text
 from laneway.results import Produce
-from laneway.sources.kafka.client_config import CONNECT_TIMEOUT
 from laneway.types import CommitPosition, Message, PartitionId
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds a Kafka client waits for a broker to answer before it fails (``connect_timeout``:
+a :class:`Target`'s, and the Kafka sources' default)."""
 
 TARGET_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
     "bootstrap_servers": (

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, duration, flag, optional_text, seconds
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.sources.topic_names import check_topic_names
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds a Kafka client waits for a broker to answer before it fails (``connect_timeout``)."""
 
 KAFKA_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
     "connect_timeout": (

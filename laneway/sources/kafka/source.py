@@ -14,12 +14,7 @@ from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
 from laneway.sources.kafka.checks import check_reachable, check_topics
-from laneway.sources.kafka.client_config import (
-    CONNECT_TIMEOUT,
-    build_settings,
-    connection_config,
-    prefetch_settings,
-)
+from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka.client_logs import (
     client_logging,
     describe,
@@ -38,6 +33,7 @@ from laneway.sources.kafka.transactions import (
     transaction_settings,
     transactional_id,
 )
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = get_logger(__name__)
@@ -56,7 +52,7 @@ class KafkaSource:
     ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
     librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
     no broker answers within ``connect_timeout`` seconds (default
-    :data:`~laneway.sources.kafka.client_config.CONNECT_TIMEOUT`) and with
+    :data:`~laneway.sources.targets.CONNECT_TIMEOUT`) and with
     :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
     unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
     ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see

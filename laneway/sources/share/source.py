@@ -24,7 +24,7 @@ from laneway.logs import get_logger
 from laneway.options import Ordering
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.checks import check_reachable, check_topics
-from laneway.sources.kafka.client_config import CONNECT_TIMEOUT, connection_subset
+from laneway.sources.kafka.client_config import connection_subset
 from laneway.sources.kafka.client_logs import (
     client_logging,
     describe,
@@ -41,6 +41,7 @@ from laneway.sources.share.group import GroupLimits, prepare_group
 from laneway.sources.share.preview_warning import install_preview_filter
 from laneway.sources.share.progress import ShareProgress
 from laneway.sources.share.settings import StartAt, build_share_settings
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.types import Message, PartitionId
 
 logger = get_logger(__name__)
