@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
 
-.PHONY: venv demo test test-with-services suite check test-jaeger lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -36,20 +36,23 @@ demo: $(RUNTIME)
 # Lint, type-check and build the docs first (no services needed); then, with a real broker
 # and a real PostgreSQL (LANEWAY_BROKER / LANEWAY_POSTGRES_DSN if set, else servers
 # scripts/with-services starts and stops again), two things side by side: every test on
-# the development Python, and the package (a wheel per Python, compiled) followed by the
-# server-free unit, contract and integration tests on the other supported Pythons (see
-# noxfile.py). Most of the first waits (group joins, restarts, backoffs), so it runs on two
-# pytest-xdist workers, a file's tests on one of them, and leaves the CPU to the second.
-# The `timing` tests, which assert bounds that a busy machine can break, run alone
-# afterwards. The Jaeger round trip (the `jaeger` tests) is `make test-jaeger`, which
-# .ci/run runs after this. Timed in docs/project/developing.md.
+# the development Python, and at a lower CPU priority (nice) the package (a wheel per
+# Python, compiled) followed by the server-free unit, contract and integration tests on the
+# other supported Pythons (see noxfile.py). Most of the first waits (group joins, restarts,
+# backoffs), so it runs on two pytest-xdist workers, a file's tests on one of them, and
+# the second takes the CPU it leaves. The `timing` tests, which assert bounds that a busy
+# machine can break, run alone afterwards. The Jaeger round trip (the `jaeger` tests) is
+# `make test-jaeger`, which .ci/run runs after this. Timed in docs/project/developing.md.
 test: lint docs
 	scripts/with-services kafka postgres -- $(MAKE) --no-print-directory test-with-services
 
 # `make test`'s part that needs the servers (their addresses in the environment).
 test-with-services:
-	$(MAKE) --no-print-directory -j suite pythons
+	$(MAKE) --no-print-directory -j suite pythons-beside
 	$(BIN)/pytest -q -m timing
+
+pythons-beside:
+	nice -n 10 $(MAKE) --no-print-directory pythons
 
 suite: $(DEV)
 	$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger"
