@@ -33,18 +33,20 @@ $(DEV): pyproject.toml
 demo: $(RUNTIME)
 	$(BIN)/laneway demo
 
-# Lint, type-check and build the docs first (no services needed); then, with a real broker
-# and a real PostgreSQL (LANEWAY_BROKER / LANEWAY_POSTGRES_DSN if set, else servers
-# scripts/with-services starts and stops again), two things side by side: every test on
-# the development Python, and at a lower CPU priority (nice) the package (a wheel per
-# Python, compiled) followed by the server-free unit, contract and integration tests on the
-# other supported Pythons (see noxfile.py). Most of the first waits (group joins, restarts,
-# backoffs), so it runs on two pytest-xdist workers, a file's tests on one of them, and
-# the second takes the CPU it leaves. The `timing` tests, which assert bounds that a busy
-# machine can break, run alone afterwards. The Jaeger round trip (the `jaeger` tests) is
-# `make test-jaeger`, which .ci/run runs after this. Timed in docs/project/developing.md.
+# Lint, type-check and build the docs first (no services needed); then, with a real broker,
+# a real PostgreSQL (LANEWAY_BROKER / LANEWAY_POSTGRES_DSN if set, else servers
+# scripts/with-services starts and stops again) and Debian's chromium for the status page's
+# tests (LANEWAY_CHROMIUM, else scripts/chromium installs the package when missing), two
+# things side by side: every test on the development Python, and at a lower CPU priority
+# (nice) the package (a wheel per Python, compiled) followed by the server-free unit,
+# contract and integration tests on the other supported Pythons (see noxfile.py). Most of
+# the first waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
+# workers, a file's tests on one of them, and the second takes the CPU it leaves. The
+# `timing` tests, which assert bounds that a busy machine can break, run alone afterwards.
+# The Jaeger round trip (the `jaeger` tests) is `make test-jaeger`, which .ci/run runs after
+# this. Timed in docs/project/developing.md.
 test: lint docs
-	scripts/with-services kafka postgres -- $(MAKE) --no-print-directory test-with-services
+	scripts/with-services kafka postgres chromium -- $(MAKE) --no-print-directory test-with-services
 
 # `make test`'s part that needs the servers (their addresses in the environment).
 test-with-services:
@@ -60,7 +62,7 @@ suite: $(DEV)
 # The inner loop: lint and types, then the unit and contract tests that need no server on
 # two workers (the embedded log's contract cases included). Timed in developing.md.
 check: lint
-	$(BIN)/pytest -q -n 2 -m "not kafka and not postgres and not jaeger" tests/unit tests/contracts
+	$(BIN)/pytest -q -n 2 -m "not kafka and not postgres and not browser and not jaeger" tests/unit tests/contracts
 
 # laneway run exporting its spans over OTLP to a real Jaeger, read back from its query API
 # (the tests marked `jaeger`, ~20 s on Kafka, PostgreSQL and Jaeger). Apart from `make test`

@@ -26,7 +26,7 @@ from pathlib import Path
 import nox
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-SERVERLESS = "not kafka and not postgres and not timing"
+SERVERLESS = "not kafka and not postgres and not browser and not timing"
 FOLDERS = ["tests/unit", "tests/contracts", "tests/integration"]
 """What the other Pythons repeat, unless the session's arguments name tests."""
 

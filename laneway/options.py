@@ -17,6 +17,7 @@ from laneway.errors import ConfigError
 EngineName = Literal["sync", "thread", "async", "process"]
 """The values of :class:`EngineKind`, for type checkers (a test keeps the two equal)."""
 OrderingName = Literal["key", "partition", "unordered"]
+NullKeysName = Literal["partition", "unordered"]
 """The values of :class:`Ordering`, for type checkers (a test keeps the two equal)."""
 EventLoopName = Literal["auto", "asyncio", "uvloop"]
 """The values of :class:`EventLoop`, for type checkers (a test keeps the two equal)."""
@@ -96,6 +97,19 @@ class ConcurrencyLimit(str, enum.Enum):
 
     FIXED = "fixed"
     ADAPTIVE = "adaptive"
+
+
+class NullKeys(str, enum.Enum):
+    """How messages without a key (``key=None``) are ordered under ``ordering="key"``.
+
+    ``partition`` (default): they share one lane per partition, ordered like the partition
+    itself, as Kafka's own consumer would run them. ``unordered``: each is a lane of its
+    own, so keyless events (metrics, clicks, notifications) run in parallel, up to
+    ``concurrency``; keyed messages keep their key order either way.
+    """
+
+    PARTITION = "partition"
+    UNORDERED = "unordered"
 
 
 STALL_EXIT_CODE = 4

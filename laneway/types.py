@@ -8,7 +8,7 @@ the control plane.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
@@ -164,12 +164,60 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """What cannot start until one running handler call returns: ``messages`` queued behind
+    it, of ``keys`` distinct keys (``names``: the first :data:`NAMED_KEYS` of them, for
+    whoever may show keys), on ``partitions``. With ``ordering="key"`` that is its own
+    key's later messages; with ``"partition"`` its partition's; before the process engine
+    detaches a stuck worker, every message routed to that worker; on the sync engine,
+    everything fetched."""
+
+    messages: int = 0
+    keys: int = 0
+    names: tuple[bytes | None, ...] = ()
+    partitions: tuple[PartitionId, ...] = ()
+
+
+NAMED_KEYS = 10
+"""The most keys a :class:`Waiting` names (it counts them all)."""
+
+
+def waiting_of(messages: Iterable[Message]) -> Waiting:
+    """The :class:`Waiting` of ``messages`` (the messages queued behind one call)."""
+    count = 0
+    keys: dict[bytes | None, None] = {}
+    partitions: set[PartitionId] = set()
+    for message in messages:
+        count += 1
+        keys[message.key] = None
+        partitions.add((message.topic, message.partition))
+    return Waiting(count, len(keys), tuple(keys)[:NAMED_KEYS], tuple(sorted(partitions)))
+
+
+@dataclass(frozen=True)
+class HotKey:
+    """One of the keys holding most of the buffer: ``buffered`` messages fetched and not
+    finished (queued and in flight), and ``held_off`` later ones not kept because the key
+    is at ``max_buffered_per_key`` (they are read again when it catches up)."""
+
+    topic: str
+    partition: int
+    key: bytes | None
+    buffered: int
+    held_off: bool = False
+
+
+@dataclass(frozen=True)
 class Stall:
     """A message in its handler for longer than ``stall_timeout``: its position, its key
-    and for how many ``seconds`` (as of the last look)."""
+    and for how many ``seconds`` (as of the last look); ``waiting``: what cannot start
+    until it returns (it has waited as long); ``held_back``: messages of its partition
+    finished beyond the commit point, which this call holds uncommitted."""
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     seconds: float
+    waiting: Waiting = Waiting()
+    held_back: int = 0

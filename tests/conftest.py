@@ -50,6 +50,7 @@ SERVER_MARKERS = {
     "kafka_bootstrap": "kafka",
     "postgres_dsn": "postgres",
     "jaeger_endpoints": "jaeger",
+    "chromium_path": "browser",
 }
 """The fixture of each real server and the marker a test using it must carry, so that
 ``-m "not kafka and not postgres"`` (the nox sessions) selects exactly the tests that need
@@ -110,6 +111,12 @@ def jaeger_endpoints() -> Iterator[dict[str, str]]:
     ``otlp_grpc`` and ``query`` URLs (``LANEWAY_JAEGER`` holds them as JSON when set)."""
     for endpoints in real_service("LANEWAY_JAEGER", SCRIPTS / "jaeger"):
         yield json.loads(endpoints)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Iterator[str]:
+    """Debian's chromium executable (scripts/chromium: installed with apt-get when missing)."""
+    yield from real_service("LANEWAY_CHROMIUM", SCRIPTS / "chromium")
 
 
 @pytest.fixture

@@ -55,8 +55,10 @@ from laneway.options import EventLoop, uvloop_installed
     callback=name_list(ALL_SCENARIOS),
     help="Comma-separated scenarios to run (members' member processes need Kafka). Run "
     "only when named: share (a Kafka share group vs a classic group, and the share source vs "
-    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), spike and "
-    "paced (open-loop reservations on Kafka and PostgreSQL, compared by --topologies).",
+    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), skew "
+    "(Zipf hot keys with and without max_buffered_per_key, and a quiet tenant beside a "
+    "flooding one with and without fairness), spike and paced (open-loop reservations on "
+    "Kafka and PostgreSQL, compared by --topologies).",
 )
 @click.option(
     "--engines",
@@ -162,6 +164,12 @@ from laneway.options import EventLoop, uvloop_installed
     is_flag=True,
     help="Run each in-process engine again with the OpenTelemetry SDK tracing every attempt "
     "(spans dropped by the exporter; needs opentelemetry-sdk) and print the ratio.",
+)
+@click.option(
+    "--status",
+    is_flag=True,
+    help="Run each laneway engine again with its status page served (history sampled every "
+    "second, /status.json read every second as an open page does) and print the ratio.",
 )
 @click.option(
     "--batch-size",
@@ -302,6 +310,7 @@ def bench(
     value_format: str,
     metrics: str | None,
     tracing: bool,
+    status: bool,
     batch_size: int | None,
     results: bool,
     topic_prefix: str,
@@ -382,7 +391,7 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=instruments_for(metrics, tracing) + pipelines_for(batch_size, results),
+        instruments=instruments_for(metrics, tracing, status) + pipelines_for(batch_size, results),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         value_format=value_format,
         json_path=json_path,

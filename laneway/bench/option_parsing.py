@@ -127,7 +127,7 @@ NEEDS = {
 """What each instrument imports, and what to install for it."""
 
 
-def instruments_for(metrics: str | None, tracing: bool) -> tuple[str, ...]:
+def instruments_for(metrics: str | None, tracing: bool, status: bool = False) -> tuple[str, ...]:
     chosen = {None: (), "prometheus": ("metrics",), "otel": ("otel-metrics",)}[metrics]
     chosen += ("tracing",) if tracing else ()
     for name in chosen:
@@ -137,7 +137,7 @@ def instruments_for(metrics: str | None, tracing: bool) -> tuple[str, ...]:
         ):
             flag = "tracing" if name == "tracing" else "metrics"
             raise click.UsageError(f"--{flag} needs {module}: pip install '{extra}'")
-    return chosen
+    return chosen + (("status",) if status else ())
 
 
 def http_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

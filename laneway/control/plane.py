@@ -28,17 +28,20 @@ from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
 from laneway.control.codecs import MessageCodecs
 from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
+from laneway.control.skew.containment import containment_for
+from laneway.control.skew.release import release_for
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
 from laneway.engines.base import Completed, Completions, Engine
+from laneway.engines.lanes import lane_function
 from laneway.errors import AccessDeniedError, SourceError, TransactionError
 from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Failure, Message, PartitionId
+from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
 
 log = get_logger(__name__)
 
@@ -69,6 +72,9 @@ class ControlPlane:
         self._stop = stop
         self.completions = Completions()
         self._progress, self._results = durability(source, config, tracing)
+        self._containment = containment_for(config, source, capabilities, self._progress)
+        self._release = release_for(config, engine)
+        self._hot_keys: tuple[HotKey, ...] = ()
         self._router = DeadLetterRouter(source, config, tracing)
         self._codecs = MessageCodecs(config)
         self._backpressure = Backpressure(
@@ -84,7 +90,9 @@ class ControlPlane:
         self._abandoned = 0
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
-        self._stalls = StallWatch.for_config(engine, config)
+        self._stalls = StallWatch.for_config(
+            engine, config, self._finished_beyond, lambda: self._hot_keys
+        )
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -96,6 +104,8 @@ class ControlPlane:
         next_commit = time.monotonic() + interval
         while True:
             self._collect()
+            self._containment.settled([])  # what is due to be read again, idle or not
+            self._release.pump()
             now = time.monotonic()
             if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):
                 break
@@ -111,7 +121,8 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._progress.partitions)
-        self._progress.unstarted(self._engine.cancel(owned))
+        taken_back = self._release.cancel(owned)
+        self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         while time.monotonic() < deadline and not abort.is_set():
             if self._drained():
@@ -120,8 +131,14 @@ class ControlPlane:
             self._collect_unless_refused()
         self._collect_unless_refused()
         if not self._drained():
-            drain_timeout = self._config.drain_timeout
-            self._abandoned = abandon(self._progress, self._engine, drain_timeout, abort.is_set())
+            self._abandoned = abandon(
+                self._progress,
+                self._engine,
+                self._config.drain_timeout,
+                abort.is_set(),
+                taken_back,
+                lane_function(self._config.ordering),
+            )
         failed: TransactionError | None = None
         try:
             self._commit_or_warn(self._progress.partitions, "final commit")
@@ -189,27 +206,27 @@ class ControlPlane:
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
         self._backpressure.assigned(positions)
         self._stopping.arrived(time.monotonic())
-        self._tally.rebalanced()
+        self._tally.rebalanced("assigned", positions)
         log.info("assigned %s", sorted(positions))
 
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
         self._collect()
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         while self._unsettled(owned) and time.monotonic() < deadline:
             self.completions.wait(0.05)
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("revoked", owned)
         log.info("revoked %s", sorted(owned))
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("lost", owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
 
     # -- internals ------------------------------------------------------------------
@@ -242,9 +259,16 @@ class ControlPlane:
         self._tally.arrived(now)
         self._backpressure.arrived(now)
         self._stopping.arrived(now)
-        dispatch = self._progress.accept(messages)
+        dispatch = self._admitted(self._progress.accept(messages))
         if dispatch:
             self._submit(self._decoded(dispatch))
+
+    def _admitted(self, dispatch: list[Message]) -> list[Message]:
+        """What of ``dispatch`` is kept: a hot key's excess is declined (see
+        :mod:`laneway.control.skew.containment`)."""
+        if not dispatch:
+            return dispatch
+        return self._containment.admit(dispatch, self._progress.counts.buffered)
 
     def _decoded(self, messages: list[Message]) -> list[Message]:
         """``messages`` with their typed views (see :mod:`laneway.control.codecs`); those
@@ -257,7 +281,7 @@ class ControlPlane:
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
         if runnable:
-            self._engine.submit(runnable)
+            self._release.submit(runnable)
 
     def _collect(self) -> None:
         done = self.completions.take_all()
@@ -278,6 +302,10 @@ class ControlPlane:
         self._tally.finished(finished, settled, now, done.durations)
         self._backpressure.finished(handled + len(settled), now)
         released = self._progress.settle(finished, settled)
+        over = finished + settled if settled else finished
+        self._containment.settled(over)
+        self._release.settled(over, settled)
+        released = self._admitted(released)
         if released:
             self._submit(self._decoded(released))
 
@@ -311,13 +339,14 @@ class ControlPlane:
         """A key's circuit just opened: take back what the engine has queued of its
         partitions, and submit it again, so that the key's messages go to dead letters
         instead of waiting in its lane for the handler (order per lane is kept)."""
-        returned = self._engine.cancel(partitions)
+        returned = self._release.cancel(partitions)
         if returned:
             returned.sort(key=_position)
             self._submit(returned)
 
     def _give_up(self, partitions: Collection[PartitionId]) -> None:
         self._backpressure.forget(partitions)
+        self._containment.forget(partitions)
         self._progress.give_up(partitions)
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
 
@@ -338,6 +367,7 @@ class ControlPlane:
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
         backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return
         committed = {pid: offset for pid, offset in progress.committed().items() if pid in owned}
@@ -348,9 +378,16 @@ class ControlPlane:
             committed=committed,
             worker_restarts=self._engine.worker_restarts,
             oldest=self._stalls.report.oldest_by_partition,
+            waiting=self._stalls.report.waiting_by_partition,
             ends=ends,
             backlog=backlog,
+            hot_keys=self._hot_keys,
         )
+
+    def _finished_beyond(self) -> dict[PartitionId, int]:
+        """Finished messages beyond each owned partition's commit point, as last sampled
+        (the stall watch's thread reads it: the sample is replaced whole)."""
+        return {(p.topic, p.partition): p.finished_beyond for p in self._backlog.latest.partitions}
 
     @property
     def backlog(self) -> Backlog:
@@ -384,4 +421,14 @@ class ControlPlane:
             stalled=self._stalls.report.stalls,
             abandoned=self._abandoned,
             deserialization_failures=self._codecs.failures,
+            oldest_by_partition=self._stalls.report.oldest_by_partition,
+            paused_partitions=tuple(
+                self._backpressure.paused_partitions(self._progress.partitions)
+            ),
+            # Only the process engine has workers of its own (a capability, not the protocol's).
+            worker_pids=tuple(getattr(self._engine, "worker_pids", ())),
+            rebalances_seen=tuple(tally.timeline),
+            recent_failures=self._router.recent,
+            hot_keys=self._hot_keys,
+            held_off=self._containment.declined,
         )

@@ -9,12 +9,12 @@ Nothing here is per message: submit, report and wake-up all work on lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from laneway.results import Records
-from laneway.types import Failure, Message, PartitionId
+from laneway.types import Failure, Message, PartitionId, Waiting
 
 ResultGroup = tuple[list[Message], Records]
 """Messages whose handler call returned results, with those results: the messages count as
@@ -140,17 +140,45 @@ class InFlight:
     """What one worker (thread, coroutine) is running: ``message`` (``None``: nothing) and
     ``since``, the ``time.monotonic()`` its first attempt started. Written by the worker
     before each message, read by the stall watch from another thread (each attribute is
-    read whole, so a reader sees at worst a message with its predecessor's start)."""
+    read whole, so a reader sees at worst a message with its predecessor's start).
+    ``report``: the worker's current run's report (a
+    :class:`~laneway.engines.run_report.RunReport`), for the engine's watcher to hand
+    over what the worker finished while it sits in a long call."""
 
-    __slots__ = ("message", "since")
+    __slots__ = ("message", "report", "since")
 
     def __init__(self) -> None:
         self.message: Message | None = None
         self.since = 0.0
+        self.report: HandOver | None = None
 
     def snapshot(self) -> tuple[Message, float] | None:
         message = self.message
         return None if message is None else (message, self.since)
+
+
+class HandOver(Protocol):
+    """What a watcher may ask of a worker's report (see :class:`InFlight`)."""
+
+    def hand_over(self) -> int: ...
+
+
+T = TypeVar("T")
+
+READ_ATTEMPTS = 3
+"""Tries at reading another thread's queues (see :func:`read_while_changing`)."""
+
+
+def read_while_changing(read: Callable[[], T], otherwise: T) -> T:
+    """``read()`` of queues another thread changes, for a report: a deque or dict that
+    changes size while it is read raises ``RuntimeError``, and is read again, up to
+    :data:`READ_ATTEMPTS` times (then ``otherwise``). Not for decisions: a snapshot."""
+    for _ in range(READ_ATTEMPTS):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return otherwise
 
 
 class Engine(Protocol):
@@ -184,6 +212,11 @@ class Engine(Protocol):
         """The messages being handled now, each with the ``time.monotonic()`` its first
         attempt started (retries included). Safe to call from any thread; for the stall
         watch, about once a second."""
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """For each of ``messages`` (running now), what cannot start until it returns. For
+        the stall watch, about once a second while calls are stalled; safe to call from
+        any thread."""
 
     @property
     def worker_restarts(self) -> int:

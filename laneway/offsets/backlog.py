@@ -35,7 +35,9 @@ class PartitionBacklog:
     ``lag`` (``end - committed``, never negative), ``finished_beyond`` (offsets between
     the commit and the end that the metadata records as finished), ``backlog``
     (``lag - finished_beyond``) and ``finished_runs`` (how many runs of finished offsets
-    lie beyond the commit: the in-flight gaps between them are the unfinished work)."""
+    lie beyond the commit: the in-flight gaps between them are the unfinished work) and,
+    as a running consumer knows it, ``first_unfinished`` (the oldest fetched offset not
+    finished: the message holding the commit point; ``None``: none, or not known)."""
 
     topic: str
     partition: int
@@ -45,6 +47,7 @@ class PartitionBacklog:
     finished_beyond: int
     backlog: int
     finished_runs: int = 0
+    first_unfinished: int | None = None
 
     def as_json(self) -> dict[str, object]:
         """The partition as ``laneway lag --json`` prints it (the contract's keys)."""

@@ -69,7 +69,8 @@ class OffsetProgress:
         figure or fresher by up to a ``commit_interval``: the offsets from its commit point on,
         less those known finished beyond it (read from the offset tracker's byte states, not
         by decoding metadata, so a sample costs microseconds per partition however fragmented
-        the finished offsets are). A partition the group never committed counts from where
+        the finished offsets are), with the runs of finished offsets beyond the commit point
+        and the first unfinished one. A partition the group never committed counts from where
         the consumer would commit now; one it has not read yet is left out, since where it
         starts is not known (``auto.offset.reset`` decides at the first fetch).
         """
@@ -84,8 +85,11 @@ class OffsetProgress:
             lag = max(0, end - (now if committed is None else committed))
             left = max(0, end - now) - tracker.finished_beyond_count
             backlog = min(lag, max(0, left))
+            runs, first = tracker.finished_runs, tracker.first_unfinished
             found.append(
-                PartitionBacklog(pid[0], pid[1], committed, end, lag, lag - backlog, backlog)
+                PartitionBacklog(
+                    pid[0], pid[1], committed, end, lag, lag - backlog, backlog, runs, first
+                )
             )
         return tuple(found)
 
@@ -130,6 +134,25 @@ class OffsetProgress:
             if partition is not None:
                 counts.buffered -= count
                 counts.buffered_bytes -= partition.unbuffer(count)
+
+    def decline(self, messages: list[Message]) -> None:
+        counts = self._counts
+        for pid, offsets in _offsets_by_partition(messages).items():
+            partition = self._owned.get(pid)
+            if partition is None:
+                continue
+            counts.buffered -= len(offsets)
+            counts.buffered_bytes -= partition.unbuffer(len(offsets))
+            partition.tracker.declined(offsets)
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        found: dict[PartitionId, tuple[int, int]] = {}
+        for pid, partition in self._owned.items():
+            tracker = partition.tracker
+            first = tracker.declined_first
+            if first is not None:
+                found[pid] = first, tracker.fetch_head
+        return found
 
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""

@@ -98,6 +98,17 @@ class Progress(Protocol):
     def unstarted(self, messages: list[Message]) -> None:
         """Dispatched messages an engine gave back without running them."""
 
+    def decline(self, messages: list[Message]) -> None:
+        """Messages :meth:`accept` returned to dispatch that the consumer does not keep (a
+        hot key's excess): no longer buffered, not finished, delivered again later (a
+        partition read again from an earlier offset dispatches them)."""
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        """Per owned partition holding declined messages: the lowest of their offsets (where
+        to read it again from: every offset fetched below it that is not declined is
+        skipped when fetched again, so reading from there loses nothing) and the next
+        offset it would fetch (up to where reading again is reading again)."""
+
     def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
         """Messages done with: ``finished`` by their handler, ``given_up`` after their last
         attempt (dead-lettered, handed to ``on_failure``, or dropped). Return held-back

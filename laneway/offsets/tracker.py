@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from itertools import pairwise
 
 from laneway.offsets.codec import decode, encode_window, max_span
 from laneway.types import CommitPosition
@@ -58,6 +59,9 @@ class PartitionOffsets:
       ``max_span(max_bytes)`` past the commit offset could not be recorded in the
       metadata, so the limit is what guarantees commits never exceed the cap;
     * :meth:`finished` with completed offsets, in any order;
+    * :meth:`declined` with fetched offsets not kept (a hot key's excess): they stay
+      unfinished, and when they are fetched again (after a rewind) :meth:`fetched`
+      returns them to dispatch, while every other offset fetched before is skipped;
     * :meth:`position` to get what to commit; :attr:`version` changes when it may have.
 
     Tuning: ``max_metadata_bytes`` must not exceed the broker's setting (else commits
@@ -67,7 +71,10 @@ class PartitionOffsets:
     Not thread-safe; cheap enough to call once per batch per partition in the hot path.
     """
 
-    __slots__ = ("_blocks", "_cached", "_next", "_restored", "_span", "_version")
+    __slots__ = (
+        "_blocks", "_cached", "_declined", "_declined_min", "_next", "_restored", "_span",
+        "_version",
+    )  # fmt: skip
 
     def __init__(self, committed: CommitPosition | None, max_metadata_bytes: int) -> None:
         self._span = max_span(max_metadata_bytes)
@@ -75,6 +82,9 @@ class PartitionOffsets:
         self._restored: deque[int] = deque()
         self._version = 0
         self._cached: tuple[int, CommitPosition] | None = None
+        self._declined: set[int] = set()
+        self._declined_min = -1
+        """The lowest declined offset (-1: none, or not known since it was fetched again)."""
         self._next = -1
         if committed is not None:
             self._next = committed.offset
@@ -126,14 +136,69 @@ class PartitionOffsets:
             self._advance()
         return sum(block.states.count(_FINISHED) for block in self._blocks) + len(self._restored)
 
+    @property
+    def first_unfinished(self) -> int | None:
+        """The oldest fetched offset not finished: the message holding the commit point
+        (``None``: every fetched offset is finished)."""
+        if self._next < 0:
+            return None
+        self._advance()  # drops the finished blocks: the first one left holds it
+        return self._blocks[0].base if self._blocks else None
+
+    @property
+    def finished_runs(self) -> int:
+        """How many runs of finished offsets lie above the commit offset: each has
+        unfinished work (a gap) before it. Offsets restored from the metadata count as
+        runs of their own. For a once-a-second look: it reads every tracked offset's state
+        (C code, about a microsecond per thousand)."""
+        if self._next < 0:
+            return 0
+        self._advance()
+        runs = 0
+        for block in self._blocks:
+            flags = block.states.translate(_FINISHED_FLAGS)
+            runs += flags.count(b"\x00\x01") + (flags[:1] == b"\x01")
+        if self._restored:
+            runs += 1 + sum(1 for a, b in pairwise(self._restored) if b != a + 1)
+        return runs
+
+    @property
+    def fetch_head(self) -> int:
+        """The offset after the last one fetched (-1 while the start is unknown)."""
+        return self._next
+
+    @property
+    def declined_first(self) -> int | None:
+        """The lowest offset declined and not fetched again (``None``: none): where to
+        read the partition again from."""
+        declined = self._declined
+        if not declined:
+            return None
+        if self._declined_min < 0:
+            self._declined_min = min(declined)
+        return self._declined_min
+
+    def declined(self, offsets: Iterable[int]) -> None:
+        """Fetched offsets that were not kept (not dispatched): unfinished until they are
+        fetched again and finished."""
+        more = list(offsets)
+        if not more:
+            return
+        self._declined.update(more)
+        lowest = min(more)
+        known = self._declined_min
+        if (known >= 0 and lowest < known) or len(self._declined) == len(more):
+            self._declined_min = lowest
+
     def fetched(self, offsets: Sequence[int]) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
 
         Skipped offsets are not to be dispatched, nor reported to :meth:`finished`: they
         were finished before the restart (restored from the metadata: they count as
         finished now), or they are at or below an offset already fetched (a replay after
-        a seek: the tracked copy stands) or below the committed offset. Fastest with a
-        ``list`` of consecutive offsets, the common case.
+        a seek: the tracked copy stands, but for a :meth:`declined` offset, which is
+        dispatched this time) or below the committed offset. Fastest with a ``list`` of
+        consecutive offsets, the common case.
         """
         count = len(offsets)
         if not count:
@@ -242,9 +307,15 @@ class PartitionOffsets:
         restored = self._restored
         blocks = self._blocks
         following = self._next
+        declined = self._declined
         for offset in offsets:
             if offset < following:
-                skip.add(offset)
+                if offset in declined:
+                    declined.discard(offset)
+                    if offset == self._declined_min:
+                        self._declined_min = -1
+                else:
+                    skip.add(offset)
                 continue
             state = _FETCHED
             while restored and restored[0] <= offset:

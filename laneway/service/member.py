@@ -22,6 +22,7 @@ from laneway.service.logs import started
 from laneway.service.settings import Resolved
 from laneway.sources import backends
 from laneway.sources.base import Source
+from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
 
@@ -82,12 +83,17 @@ def _run(settings: Resolved, member: int | None) -> int:
         probes = None
         if settings["health_port"] is not None:
             port = settings["health_port"] + (member or 0)
+            show_keys = settings["health_show_keys"]
+            status = MemberStatus(
+                consumer, show_keys=show_keys, source=source.name, config=settings.describe()
+            )
             probes = HealthServer(
                 consumer.health,
                 port,
                 settings["health_address"],
-                show_keys=settings["health_show_keys"],
+                show_keys=show_keys,
                 backlog=consumer.backlog,
+                status=status,
             )
             probes.start()
         if member is not None:

@@ -118,7 +118,12 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "members": (1, OptionSpec("consumer processes in the group, supervised", number(), "int")),
     "health_port": (
         None,
-        OptionSpec("port of /livez and /readyz (member i: port + i)", _port, "int", nullable=True),
+        OptionSpec(
+            "port of /livez, /readyz, /backlog and the status page /status (member i: port + i)",
+            _port,
+            "int",
+            nullable=True,
+        ),
     ),
     "health_address": (
         LOOPBACK,
@@ -132,7 +137,7 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "health_show_keys": (
         False,
         OptionSpec(
-            "show the stalled messages' keys in /readyz (message data: off by default)",
+            "show message keys in /readyz and the status page (message data: off by default)",
             flag,
             "bool",
         ),

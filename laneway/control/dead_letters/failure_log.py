@@ -5,11 +5,12 @@ handler's failures."""
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from laneway.logs import get_logger
 from laneway.serde.codec import DESERIALIZATION
+from laneway.stats import FAILURES_KEPT, FailureNote
 from laneway.types import Failure
 
 log = get_logger("laneway.dead_letters")
@@ -25,7 +26,9 @@ class FailureLog:
     traceback; past ``burst`` failures in a ``window``, the rest are only counted and one
     summary line per window says how many there were, per topic, error type and outcome
     (a poison flood would otherwise write a line and a traceback per message). Records
-    that did not decode (the handler never ran) count against a burst of their own.
+    that did not decode (the handler never ran) count against a burst of their own. The
+    last :data:`~laneway.stats.FAILURES_KEPT` are kept in :attr:`recent` (no key, no
+    value), for ``stats().recent_failures``.
 
     Used from the control thread only; :meth:`flush` writes a pending summary.
     """
@@ -43,9 +46,11 @@ class FailureLog:
         self._logged: Counter[bool] = Counter()
         """Lines written one by one this window, by whether the record did not decode."""
         self._held: Counter[tuple[str, str, str]] = Counter()
+        self.recent: deque[FailureNote] = deque(maxlen=FAILURES_KEPT)
 
     def failed(self, failure: Failure, outcome: str) -> None:
         """``failure`` was settled with ``outcome`` (e.g. ``dead-lettered to orders.dlq``)."""
+        self.recent.append(FailureNote.of(failure, outcome, time.time()))
         self.tick()
         undecoded = failure.error_type == DESERIALIZATION and failure.attempts == 0
         if self._logged[undecoded] < self._burst:

@@ -39,6 +39,12 @@ HELP = f"""{SUMMARY}
   age        with --metrics, how long the partition's oldest unfinished message has
              been in its handler (the largest any member reports): a slow or stuck
              key's partition shows here; keys themselves are never in the metrics
+  waiting    with --metrics, the messages of the partition that cannot start until a
+             call past stall_timeout returns (its key's; with ordering=partition, the
+             partition's)
+
+With --metrics the members' hottest keys are listed by id (a hash: the same key has the
+same id everywhere; the key itself is never shown) and how many messages each holds.
 
 Rates come from two samples --interval seconds apart. --once takes two samples, prints
 one snapshot as plain text and exits (for scripts). The live view needs rich (pip install

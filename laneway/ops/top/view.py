@@ -87,16 +87,18 @@ PARTITION_HEADER = ("topic", "partition", "committed", "end", "backlog", "gaps",
 
 
 def partition_rows(view: View) -> tuple[tuple[str, ...], list[list[Cell]]]:
-    """The per-partition table of a frame (with an ``age`` column when members answered)."""
-    oldest = view.members_now.oldest if view.members_now is not None else None
-    header = PARTITION_HEADER + (("age s",) if oldest is not None else ())
+    """The per-partition table of a frame (with ``age`` and ``waiting`` columns when
+    members were asked)."""
+    members = view.members_now
+    header = PARTITION_HEADER + (("age s", "waiting") if members is not None else ())
     rows: list[list[Cell]] = []
     for p in view.now.backlog.partitions:
         pid = (p.topic, p.partition)
         row: list[Cell] = [p.topic, p.partition, p.committed, p.end, p.backlog]
         row += [p.finished_runs, view.done_rate(pid), view.in_rate(pid)]
-        if oldest is not None:
-            row.append(oldest.get(pid))
+        if members is not None:
+            waiting = members.waiting.get(pid)
+            row += [members.oldest.get(pid), None if waiting is None else int(waiting)]
         rows.append(row)
     return header, rows
 
@@ -131,6 +133,9 @@ def members_line(view: View, asked: int) -> str:
         f"{int(totals.get(Metric.IN_FLIGHT, 0))}, buffered {int(totals.get(Metric.BUFFERED, 0))}"
         f", paused partitions {int(totals.get(Metric.PAUSED_PARTITIONS, 0))}"
     )
+    if figures.hot_keys:
+        shown = ", ".join(f"{key:012x} {int(count)}" for key, count in figures.hot_keys[:5])
+        line += f"\nhot keys (id messages): {shown}"
     for url, why in figures.failures.items():
         line += f"\n  {url}: no answer ({why})"
     return line

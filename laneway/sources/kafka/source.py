@@ -42,7 +42,7 @@ _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
 _METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
 
-KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True)
+KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True, rewinds=True)
 """What a Kafka consumer-group source can do."""
 
 
@@ -171,7 +171,7 @@ class KafkaSource:
     @property
     def capabilities(self) -> SourceCapabilities:
         """Every ordering, pausable partitions, retries in place, transactions, a prefetch
-        (librdkafka's queue, see :meth:`bound_prefetch`) and topics to wait for."""
+        (librdkafka's queue, see :meth:`bound_prefetch`), topics to wait for, rewinds."""
         return KAFKA_GROUP
 
     def waiting_for(self) -> str:
@@ -311,6 +311,17 @@ class KafkaSource:
         if todo:
             self._call_partitions(self._consumer.resume, todo, "resume")
             self._assignment.paused.difference_update(todo)
+
+    def rewind(self, positions: Mapping[PartitionId, int]) -> None:
+        """Seek owned partitions back to ``positions`` (librdkafka drops what it fetched
+        of them beyond that and fetches again from there)."""
+        self._check_opened()
+        for (topic, partition), offset in positions.items():
+            if (topic, partition) in self._assignment.owned:
+                try:
+                    self._consumer.seek(TopicPartition(topic, partition, offset))
+                except KafkaException as exc:
+                    raise SourceError(f"{self._name}: rewind failed: {describe(exc)}") from exc
 
     def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """Messages of each owned partition beyond the last one ``poll`` returned, from the
