@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
-    yield from real_service("LANEWAY_KAFKA_BOOTSTRAP", SCRIPTS / "kafka")
+    yield from real_service("LANEWAY_BROKER", SCRIPTS / "kafka")
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +92,7 @@ def kafka_secured(kafka_bootstrap: str) -> SecuredBroker:
         pytest.fail(f"the broker's secured listener is not known: {error}", pytrace=False)
     if broker.plaintext != kafka_bootstrap:
         pytest.fail(
-            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_KAFKA_BOOTSTRAP "
+            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_BROKER "
             f"({kafka_bootstrap}): set LANEWAY_SECURED_LISTENER to that broker's secured.json",
             pytrace=False,
         )
