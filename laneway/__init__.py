@@ -38,12 +38,14 @@ if TYPE_CHECKING:
         TransactionError,
         UnknownTopicError,
     )
+    from laneway.fairness import Fairness, Overloaded
     from laneway.health import Health
     from laneway.metrics import Metrics
     from laneway.options import (
         ConcurrencyLimit,
         EngineKind,
         EventLoop,
+        NullKeys,
         Ordering,
         StallAction,
         TracingMode,
@@ -55,7 +57,16 @@ if TYPE_CHECKING:
     from laneway.sources.share.settings import StartAt
     from laneway.sources.share.source import KafkaShareSource
     from laneway.stats import ConsumerStats
-    from laneway.types import AsyncHandler, Failure, Handler, Message, Stall, SyncHandler
+    from laneway.types import (
+        AsyncHandler,
+        Failure,
+        Handler,
+        HotKey,
+        Message,
+        Stall,
+        SyncHandler,
+        Waiting,
+    )
 
 __version__ = "0.1.0"
 
@@ -73,18 +84,22 @@ _EXPORTS = {
     "EngineKind": "laneway.options",
     "EventLoop": "laneway.options",
     "Failure": "laneway.types",
+    "Fairness": "laneway.fairness",
     "Handler": "laneway.types",
     "HandlerImportError": "laneway.errors",
     "Health": "laneway.health",
+    "HotKey": "laneway.types",
     "KafkaShareSource": "laneway.sources.share.source",
     "KafkaSource": "laneway.sources.kafka.source",
     "LanewayError": "laneway.errors",
     "LogFullError": "laneway.errors",
     "Message": "laneway.types",
     "Metrics": "laneway.metrics",
+    "NullKeys": "laneway.options",
     "Ordering": "laneway.options",
     "Outcome": "laneway.results",
     "Outcomes": "laneway.results",
+    "Overloaded": "laneway.fairness",
     "Produce": "laneway.results",
     "SourceError": "laneway.errors",
     "Stall": "laneway.types",
@@ -94,6 +109,7 @@ _EXPORTS = {
     "TracingMode": "laneway.options",
     "TransactionError": "laneway.errors",
     "UnknownTopicError": "laneway.errors",
+    "Waiting": "laneway.types",
     "WhenFull": "laneway.options",
 }
 
@@ -111,18 +127,22 @@ __all__ = [
     "EngineKind",
     "EventLoop",
     "Failure",
+    "Fairness",
     "Handler",
     "HandlerImportError",
     "Health",
+    "HotKey",
     "KafkaShareSource",
     "KafkaSource",
     "LanewayError",
     "LogFullError",
     "Message",
     "Metrics",
+    "NullKeys",
     "Ordering",
     "Outcome",
     "Outcomes",
+    "Overloaded",
     "Produce",
     "SourceError",
     "Stall",
@@ -132,6 +152,7 @@ __all__ = [
     "TracingMode",
     "TransactionError",
     "UnknownTopicError",
+    "Waiting",
     "WhenFull",
     "__version__",
 ]

@@ -1,8 +1,8 @@
 """The ``laneway`` command.
 
-``run``, ``bench`` and the operator's ``lag``, ``top`` and ``dlq`` are imported when first
-used (run, or asked for ``--help``), not when ``laneway`` starts: ``laneway run`` never
-loads the benchmark suite, and
+``run``, ``bench`` and the operator's ``lag``, ``top``, ``status`` and ``dlq`` are imported
+when first used (run, or asked for ``--help``), not when ``laneway`` starts: ``laneway run``
+never loads the benchmark suite, and
 ``laneway --help`` lists them by the summaries in :data:`LAZY_COMMANDS`. ``demo`` is
 defined here, cheaply; its workload (:mod:`laneway.demo`) is imported when it runs.
 """
@@ -58,9 +58,14 @@ LAZY_COMMANDS: Mapping[str, LazyCommand] = {
         "commit metadata records as finished).",
     ),
     "top": LazyCommand(
-        "laneway.ops.top:top",
+        "laneway.ops.top.command:top",
         "Watch a consumer group live: per partition the committed offset, log end, backlog "
         "and in-flight gaps, the rates, and what its members' /metrics report.",
+    ),
+    "status": LazyCommand(
+        "laneway.ops.status:status",
+        "Serve one status page for a whole group (on loopback): Kafka's view of every "
+        "partition, as laneway lag reads it, joined with each member's /status.json.",
     ),
     "dlq": LazyCommand(
         "laneway.ops.dlq.command:dlq",

@@ -165,10 +165,11 @@ class Consumer(ConsumerSignatures):
             reason = f"the consumer is {state}"
         elif stalled:
             worst = max(stalled, key=lambda s: s.seconds)
+            waiting = sum(s.waiting.messages for s in stalled)
             reason = (
                 f"{len(stalled)} message(s) in their handler longer than stall_timeout="
                 f"{self.config.stall_timeout:g} s, the oldest {worst.topic}[{worst.partition}]"
-                f"@{worst.offset} for {worst.seconds:.1f} s"
+                f"@{worst.offset} for {worst.seconds:.1f} s; {waiting} message(s) wait for them"
             )
         elif self._capabilities.waits:  # e.g. topics the cluster does not have (yet)
             reason = cast(WaitingSource, self._source).waiting_for()

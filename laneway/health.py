@@ -28,15 +28,26 @@ class Health:
     stalled: tuple[Stall, ...] = field(default_factory=tuple)
 
     def as_json(self, keys: bool = False) -> dict[str, Any]:
-        """A JSON-serialisable form: each stalled message's position and age, and its key
-        (as text, undecodable bytes escaped) only with ``keys=True``, since a key is
-        message data (an e-mail address, an account)."""
+        """A JSON-serialisable form: each stalled message's position and age, what waits
+        for it (messages, keys and partitions counted; ``waiting.keys_named`` lists up to
+        10 keys) and the finished messages it holds uncommitted (``held_back``); keys (as
+        text, undecodable bytes escaped) only with ``keys=True``, since a key is message
+        data (an e-mail address, an account)."""
         stalled: list[dict[str, Any]] = []
         for s in self.stalled:
             entry: dict[str, Any] = {"topic": s.topic, "partition": s.partition, "offset": s.offset}
             if keys:
-                entry["key"] = None if s.key is None else s.key.decode("utf-8", "backslashreplace")
+                entry["key"] = _text(s.key)
             entry["seconds"] = round(s.seconds, 3)
+            waiting = s.waiting
+            entry["waiting"] = {
+                "messages": waiting.messages,
+                "keys": waiting.keys,
+                "partitions": [{"topic": t, "partition": p} for t, p in waiting.partitions],
+            }
+            if keys:
+                entry["waiting"]["keys_named"] = [_text(key) for key in waiting.names]
+            entry["held_back"] = s.held_back
             stalled.append(entry)
         return {
             "live": self.live,
@@ -45,3 +56,7 @@ class Health:
             "reason": self.reason,
             "stalled": stalled,
         }
+
+
+def _text(key: bytes | None) -> str | None:
+    return None if key is None else key.decode("utf-8", "backslashreplace")

@@ -46,6 +46,9 @@ class Metric(str, enum.Enum):
     BACKLOG = "laneway_backlog_messages"
     DRAIN_SECONDS = "laneway_drain_seconds"
     OLDEST_UNFINISHED = "laneway_oldest_unfinished_seconds"
+    STALLED_WAITING = "laneway_stalled_waiting_messages"
+    HOT_KEY_MESSAGES = "laneway_hot_key_messages"
+    HOT_KEY_ID = "laneway_hot_key_id"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
     ACKNOWLEDGEMENTS = "laneway_acknowledgements_total"
@@ -169,6 +172,27 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         _PARTITION,
         "How long the partition's oldest running message has been in its handler (0: none).",
     ),
+    Metric.STALLED_WAITING: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        _PARTITION,
+        "Messages of the partition that cannot start until a call past stall_timeout returns "
+        "(its key's later messages; with ordering=partition the partition's) (0: none).",
+    ),
+    Metric.HOT_KEY_MESSAGES: MetricDefinition(
+        MetricKind.GAUGE,
+        "messages",
+        ("rank",),
+        "Fetched-but-unfinished messages of the rank-th hottest key (1-10; 0: fewer keys "
+        "hold any); thread, async and process engines under ordering=key.",
+    ),
+    Metric.HOT_KEY_ID: MetricDefinition(
+        MetricKind.GAUGE,
+        "id",
+        ("rank",),
+        "A 48-bit hash of the rank-th hottest key (the same key, the same id): tells hot "
+        "keys apart without showing them (0: no key at that rank).",
+    ),
     Metric.REBALANCES: MetricDefinition(
         MetricKind.COUNTER,
         "events",
@@ -176,7 +200,11 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         "Partition ownership changes: assignments, revocations and losses.",
     ),
     Metric.WORKER_RESTARTS: MetricDefinition(
-        MetricKind.COUNTER, "workers", (), "Process-engine workers replaced after they died."
+        MetricKind.COUNTER,
+        "workers",
+        (),
+        "Process-engine workers replaced: they died, timed out, or were detached from a call "
+        "that ran too long.",
     ),
     Metric.ACKNOWLEDGEMENTS: MetricDefinition(
         MetricKind.COUNTER,

@@ -17,6 +17,7 @@ from laneway.errors import ConfigError
 EngineName = Literal["sync", "thread", "async", "process"]
 """The values of :class:`EngineKind`, for type checkers (a test keeps the two equal)."""
 OrderingName = Literal["key", "partition", "unordered"]
+NullKeysName = Literal["partition", "unordered"]
 """The values of :class:`Ordering`, for type checkers (a test keeps the two equal)."""
 EventLoopName = Literal["auto", "asyncio", "uvloop"]
 """The values of :class:`EventLoop`, for type checkers (a test keeps the two equal)."""
@@ -96,6 +97,19 @@ class ConcurrencyLimit(str, enum.Enum):
 
     FIXED = "fixed"
     ADAPTIVE = "adaptive"
+
+
+class NullKeys(str, enum.Enum):
+    """How messages without a key (``key=None``) are ordered under ``ordering="key"``.
+
+    ``partition`` (default): they share one lane per partition, ordered like the partition
+    itself, as Kafka's own consumer would run them. ``unordered``: each is a lane of its
+    own, so keyless events (metrics, clicks, notifications) run in parallel, up to
+    ``concurrency``; keyed messages keep their key order either way.
+    """
+
+    PARTITION = "partition"
+    UNORDERED = "unordered"
 
 
 STALL_EXIT_CODE = 4
@@ -289,6 +303,15 @@ def positive(nullable: bool = False) -> Callable[[object, str], float | None]:
         return float(value)
 
     return check
+
+
+def optional_text(value: object, name: str) -> str | None:
+    """A check accepting ``None`` or a non-empty string (returned stripped)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}={value!r} is not valid; expected a non-empty string")
+    return value.strip()
 
 
 def flag(value: object, name: str) -> bool:

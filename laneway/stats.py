@@ -4,10 +4,78 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laneway.types import Message, PartitionId, Stall
+from laneway.types import Failure, Header, HotKey, Message, PartitionId, Stall
+
+REBALANCES_KEPT = 32
+"""Ownership changes a consumer remembers for ``stats().rebalances_seen``."""
+FAILURES_KEPT = 20
+"""Messages given up on a consumer remembers for ``stats().recent_failures``."""
+TRACEPARENT = "traceparent"
+"""The W3C trace context header whose trace id a :class:`FailureNote` keeps."""
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """One change of the partitions a consumer owns: ``kind`` is ``assigned``,
+    ``revoked`` or ``lost`` (taken away without a chance to commit), ``at`` the wall-clock
+    time (``time.time()``)."""
+
+    at: float
+    kind: str
+    partitions: tuple[PartitionId, ...]
+
+
+@dataclass(frozen=True)
+class FailureNote:
+    """A message given up on after its last attempt, as the status page lists it: its
+    position, the error's type and message (the first :data:`ERROR_TEXT_KEPT`
+    characters), the ``attempts`` made, the ``trace_id`` of the ``traceparent`` header it
+    came with (``None``: none), where it went (``outcome``, e.g. ``dead-lettered to
+    orders.dlq``) and when (``at``, ``time.time()``). Never its key or value."""
+
+    at: float
+    topic: str
+    partition: int
+    offset: int
+    error_type: str
+    error_message: str
+    attempts: int
+    trace_id: str | None
+    outcome: str
+
+    @classmethod
+    def of(cls, failure: Failure, outcome: str, at: float) -> FailureNote:
+        m = failure.message
+        return cls(
+            at,
+            m.topic,
+            m.partition,
+            m.offset,
+            failure.error_type,
+            failure.error_message[:ERROR_TEXT_KEPT],
+            failure.attempts,
+            _trace_id(m.headers),
+            outcome,
+        )
+
+
+ERROR_TEXT_KEPT = 500
+"""Characters of an error message a :class:`FailureNote` keeps."""
+
+
+def _trace_id(headers: Sequence[Header]) -> str | None:
+    """The trace id of a well-formed W3C ``traceparent`` header (version-trace-span-flags)."""
+    for name, value in headers:
+        if name == TRACEPARENT and value is not None:
+            parts = bytes(value).split(b"-")
+            if len(parts) == 4 and len(parts[1]) == 32:
+                text = parts[1].decode("ascii", "replace").lower()
+                if all(c in "0123456789abcdef" for c in text) and text != "0" * 32:
+                    return text
+    return None
 
 
 @dataclass(frozen=True)
@@ -28,7 +96,8 @@ class ConsumerStats:
     ``idle_timeout`` wait at the end is not counted); ``throughput``:
     handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
     p99, max) of produce timestamp -> handler finished over the most recent messages;
-    ``worker_restarts``: process-engine workers replaced after they died;
+    ``worker_restarts``: process-engine workers replaced (they died, timed out, or were
+    detached from a call that ran too long);
     ``rebalances``: partition ownership changes (assignments, revocations, losses);
     ``oldest_in_flight``: seconds the longest-running message has been in its handler
     (0: none running); ``stalled``: the messages running longer than ``stall_timeout``
@@ -42,6 +111,20 @@ class ConsumerStats:
     (``laneway run`` then exits 0, else 7). ``deserialization_failures``: records whose
     key or value the consumer's deserializer could not decode (see :mod:`laneway.serde`):
     dead-lettered without calling the handler, and counted in ``failed`` too once settled.
+
+    For the status page (and anyone watching): ``oldest_by_partition``, the age of each
+    partition's oldest running message (as ``oldest_in_flight``, per partition);
+    ``paused_partitions``, the owned partitions paused for backpressure now;
+    ``worker_pids``, the process engine's worker processes (0: one being replaced; empty
+    for the other engines); ``rebalances_seen``, the latest ownership changes (each a
+    :class:`Rebalance`, the last :data:`REBALANCES_KEPT`); ``recent_failures``, the latest
+    messages given up on (each a :class:`FailureNote`, the last :data:`FAILURES_KEPT`;
+    never a key or value).
+
+    Under skew: ``hot_keys``, the keys holding most of the buffer (each a
+    :class:`~laneway.types.HotKey`, the ten hottest, at most about a second old;
+    ``ordering="key"`` on the thread, async and process engines); ``held_off``, messages
+    not kept so far because their key was at ``max_buffered_per_key`` (read again later).
     """
 
     processed: int = 0
@@ -66,6 +149,13 @@ class ConsumerStats:
     concurrency_limit: int | None = None
     abandoned: int = 0
     deserialization_failures: int = 0
+    oldest_by_partition: Mapping[PartitionId, float] = field(default_factory=dict)
+    paused_partitions: tuple[PartitionId, ...] = ()
+    worker_pids: tuple[int, ...] = ()
+    rebalances_seen: tuple[Rebalance, ...] = ()
+    recent_failures: tuple[FailureNote, ...] = ()
+    hot_keys: tuple[HotKey, ...] = ()
+    held_off: int = 0
 
     @property
     def handled(self) -> int:

@@ -8,9 +8,9 @@ the control plane.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from laneway.results import Outcomes, Produce
@@ -149,6 +149,20 @@ class CommitPosition:
     leader_epoch: int | None = None
 
 
+class RecordEpochs(Protocol):
+    """The epochs the records of a source's last poll were written in: Kafka's leader epochs,
+    the embedded log's generations. An :class:`~laneway.offsets.offset_progress.OffsetProgress`
+    given one checks the finished offsets restored from commit metadata against them and
+    writes them into the metadata it commits (see :mod:`laneway.offsets.tracker`)."""
+
+    def runs(self, start: int, messages: Sequence[Message]) -> list[tuple[int, int]] | None:
+        """The epochs of ``messages``, which are items ``start`` to ``start + len - 1`` of
+        the list the last ``poll`` returned, all of one partition: ``(first offset, epoch)``
+        runs in the order given (:data:`~laneway.offsets.claim_epochs.EpochRuns`), or
+        ``None`` when they are not known (then claims with an epoch are not honoured: the
+        records are processed again)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """A message whose handler raised on its last attempt (or that was never run because
@@ -168,12 +182,62 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """What cannot start until one running handler call returns: ``messages`` queued behind
+    it, of ``keys`` distinct keys (``names``: the first :data:`NAMED_KEYS` of them, for
+    whoever may show keys), on ``partitions``. With ``ordering="key"`` that is its own
+    key's later messages; with ``"partition"`` its partition's; before the process engine
+    detaches a stuck worker, every message routed to that worker; on the sync engine,
+    everything fetched."""
+
+    messages: int = 0
+    keys: int = 0
+    names: tuple[bytes | None, ...] = ()
+    partitions: tuple[PartitionId, ...] = ()
+
+
+NAMED_KEYS = 10
+"""The most keys a :class:`Waiting` names (it counts them all)."""
+
+
+def waiting_of(messages: Iterable[Message]) -> Waiting:
+    """The :class:`Waiting` of ``messages`` (the messages queued behind one call)."""
+    count = 0
+    keys: dict[bytes | None, None] = {}
+    partitions: set[PartitionId] = set()
+    for message in messages:
+        count += 1
+        keys[message.key] = None
+        partitions.add((message.topic, message.partition))
+    return Waiting(count, len(keys), tuple(keys)[:NAMED_KEYS], tuple(sorted(partitions)))
+
+
+@dataclass(frozen=True)
+class HotKey:
+    """One of the hottest keys: ``buffered`` messages fetched and not finished (queued and
+    in flight), and ``held_off`` later ones not kept because the key is at
+    ``max_buffered_per_key`` (they are read again when it catches up). Keys holding
+    messages off rank first, whatever they buffer at the moment; then the keys holding
+    most of the buffer."""
+
+    topic: str
+    partition: int
+    key: bytes | None
+    buffered: int
+    held_off: bool = False
+
+
+@dataclass(frozen=True)
 class Stall:
     """A message in its handler for longer than ``stall_timeout``: its position, its key
-    and for how many ``seconds`` (as of the last look)."""
+    and for how many ``seconds`` (as of the last look); ``waiting``: what cannot start
+    until it returns (it has waited as long); ``held_back``: messages of its partition
+    finished beyond the commit point, which this call holds uncommitted."""
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     seconds: float
+    waiting: Waiting = Waiting()
+    held_back: int = 0

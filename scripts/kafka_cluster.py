@@ -183,7 +183,7 @@ class Cluster:
         return child
 
     def timeout_s(self) -> float:
-        return float(os.environ.get("LANEWAY_KAFKA_START_TIMEOUT", "120"))
+        return float(os.environ.get("LANEWAY_BROKER_START_TIMEOUT", "120"))
 
     def wait_all(self, nodes: list[Node], children: list[subprocess.Popen[bytes]]) -> None:
         """Wait until every node of ``nodes`` answers and lists itself and every other node
@@ -337,7 +337,7 @@ def main(base: ModuleType, command: str, arguments: list[str]) -> int:
         if address is None:
             base.say("no cluster running")
             return 1
-        print(address if command == "status" else f"export LANEWAY_KAFKA_CLUSTER={address}")
+        print(address if command == "status" else f"export LANEWAY_CLUSTER={address}")
     elif command == "brokers":
         print(json.dumps(cluster.describe()), flush=True)
     elif command in ("kill", "freeze", "thaw", "restart"):

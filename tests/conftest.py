@@ -9,12 +9,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cluster import KafkaCluster
-from kafka_helpers import run_kafka_script
-from secured_kafka import SecuredBroker, secured_document
-from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
-from laneway.logs import forget_repeats
+# The shared contract suites live in tests/support: rewrite their asserts too, so that a
+# failure shows the values compared (the order problems found, the keys held up).
+pytest.register_assert_rewrite(
+    "adversarial", "engine_contract", "misbehaving_contract", "source_contract"
+)
+
+from cluster import KafkaCluster  # noqa: E402
+from kafka_helpers import run_kafka_script  # noqa: E402
+from secured_kafka import SecuredBroker, secured_document  # noqa: E402
+from topics import EmbeddedTopic, KafkaTopic, LogTopic  # noqa: E402
+
+from laneway.logs import forget_repeats  # noqa: E402
 
 # pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
@@ -55,6 +62,7 @@ SERVER_MARKERS = {
     "kafka_cluster": "cluster",
     "postgres_dsn": "postgres",
     "jaeger_endpoints": "jaeger",
+    "chromium_path": "browser",
 }
 """The fixture of each real server and the marker a test using it must carry, so that
 ``-m "not kafka and not postgres"`` (the nox sessions) selects exactly the tests that need
@@ -75,16 +83,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
-    yield from real_service("LANEWAY_KAFKA_BOOTSTRAP", SCRIPTS / "kafka")
+    yield from real_service("LANEWAY_BROKER", SCRIPTS / "kafka")
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[KafkaCluster]:
     """A real three-broker KRaft cluster on 127.0.0.1 (``scripts/kafka start --brokers 3``),
-    with a broker's kill, freeze, thaw and restart by id; ``LANEWAY_KAFKA_CLUSTER`` names its
+    with a broker's kill, freeze, thaw and restart by id; ``LANEWAY_CLUSTER`` names its
     bootstrap list when it is someone else's (then killing brokers is left to its owner's
     scripts/kafka, which must be this checkout's)."""
-    for bootstrap in real_service("LANEWAY_KAFKA_CLUSTER", SCRIPTS / "kafka", ("--brokers", "3")):
+    for bootstrap in real_service("LANEWAY_CLUSTER", SCRIPTS / "kafka", ("--brokers", "3")):
         yield KafkaCluster(bootstrap)
 
 
@@ -99,7 +107,7 @@ def kafka_secured(kafka_bootstrap: str) -> SecuredBroker:
         pytest.fail(f"the broker's secured listener is not known: {error}", pytrace=False)
     if broker.plaintext != kafka_bootstrap:
         pytest.fail(
-            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_KAFKA_BOOTSTRAP "
+            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_BROKER "
             f"({kafka_bootstrap}): set LANEWAY_SECURED_LISTENER to that broker's secured.json",
             pytrace=False,
         )
@@ -125,6 +133,12 @@ def jaeger_endpoints() -> Iterator[dict[str, str]]:
     ``otlp_grpc`` and ``query`` URLs (``LANEWAY_JAEGER`` holds them as JSON when set)."""
     for endpoints in real_service("LANEWAY_JAEGER", SCRIPTS / "jaeger"):
         yield json.loads(endpoints)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Iterator[str]:
+    """Debian's chromium executable (scripts/chromium: installed with apt-get when missing)."""
+    yield from real_service("LANEWAY_CHROMIUM", SCRIPTS / "chromium")
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from laneway.bench.option_parsing import (
     count_list,
     http_url,
     instruments_for,
+    jaeger_url,
     key_list,
     missing_extra,
     name_list,
@@ -54,8 +55,10 @@ from laneway.options import EventLoop, uvloop_installed
     callback=name_list(ALL_SCENARIOS),
     help="Comma-separated scenarios to run (members' member processes need Kafka). Run "
     "only when named: share (a Kafka share group vs a classic group, and the share source vs "
-    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), spike and "
-    "paced (open-loop reservations on Kafka and PostgreSQL, compared by --topologies).",
+    "a bare ShareConsumer loop; needs a Kafka >= 4.2 broker with share.version=1), skew "
+    "(Zipf hot keys with and without max_buffered_per_key, and a quiet tenant beside a "
+    "flooding one with and without fairness), spike and paced (open-loop reservations on "
+    "Kafka and PostgreSQL, compared by --topologies).",
 )
 @click.option(
     "--engines",
@@ -163,6 +166,12 @@ from laneway.options import EventLoop, uvloop_installed
     "(spans dropped by the exporter; needs opentelemetry-sdk) and print the ratio.",
 )
 @click.option(
+    "--status",
+    is_flag=True,
+    help="Run each laneway engine again with its status page served (history sampled every "
+    "second, /status.json read every second as an open page does) and print the ratio.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(min=1, max=100_000),
     help="Run each laneway engine again with a batch handler of this many messages "
@@ -254,12 +263,14 @@ from laneway.options import EventLoop, uvloop_installed
 )
 @click.option(
     "--jaeger",
-    metavar="URL",
-    callback=http_url,
+    metavar="URL|auto",
+    callback=jaeger_url,
     help="spike and paced, with --otlp-endpoint: read each run's traces back from this "
     "Jaeger's query API (e.g. $(scripts/jaeger status --query)) and print the longest trace "
     "and the percentiles computed from the traces beside the bench's own; with --plot, draw "
-    "each longest trace as a waterfall.",
+    "each longest trace as a waterfall. auto: the checkout's Jaeger (scripts/jaeger, the "
+    "running one or one started now and stopped at the end) for both, in place of "
+    "--otlp-endpoint (the first start builds Jaeger: minutes).",
 )
 @click.option(
     "--json",
@@ -299,6 +310,7 @@ def bench(
     value_format: str,
     metrics: str | None,
     tracing: bool,
+    status: bool,
     batch_size: int | None,
     results: bool,
     topic_prefix: str,
@@ -379,7 +391,7 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=instruments_for(metrics, tracing) + pipelines_for(batch_size, results),
+        instruments=instruments_for(metrics, tracing, status) + pipelines_for(batch_size, results),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         value_format=value_format,
         json_path=json_path,

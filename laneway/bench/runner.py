@@ -23,6 +23,7 @@ from laneway.bench.engines.scenarios import (
     MEMBERS,
     SCENARIOS,
     SHARE_SCENARIO,
+    SKEW_SCENARIO,
     Overrides,
     RunSpec,
     Variant,
@@ -89,8 +90,9 @@ def run_bench(options: BenchOptions) -> bool:
     console.print(machine_line(), highlight=False, soft_wrap=True)
     engine_scenarios = [name for name in options.scenarios if name in SCENARIOS]
     share = SHARE_SCENARIO in options.scenarios
+    skew = SKEW_SCENARIO in options.scenarios
     target: Target | None = None
-    if any(name != MEMBERS for name in engine_scenarios) or share:
+    if any(name != MEMBERS for name in engine_scenarios) or share or skew:
         target = _target(options)
     if share and not isinstance(target, KafkaTarget):
         raise BenchSetupError(
@@ -105,6 +107,12 @@ def run_bench(options: BenchOptions) -> bool:
     if share:
         assert isinstance(target, KafkaTarget)
         shared = ShareBench(target, _share_settings(options.overrides), console).run()
+    skewed: dict[str, Any] | None = None
+    if skew:
+        assert target is not None
+        from laneway.bench.skew.scenario import run_skew
+
+        skewed = run_skew(target, console)
     members_report = None
     if MEMBERS in options.scenarios:
         members_report = _run_members(options, console, err)
@@ -116,10 +124,11 @@ def run_bench(options: BenchOptions) -> bool:
         print_load_report(console, loaded, "laneway bench: reservations on Kafka and PostgreSQL")
         rows += loaded
     settings = _settings(options, target, started_at)
-    _write_outputs(console, options, settings, rows, advice, members_report, shared)
+    _write_outputs(console, options, settings, rows, advice, members_report, shared, skewed)
     members_ok = members_report is None or members.is_valid(members_report)
     shared_ok = shared is None or bool(shared["valid"])
-    return all(is_valid(r) for r in rows) and members_ok and shared_ok
+    skew_ok = skewed is None or bool(skewed["valid"])
+    return all(is_valid(r) for r in rows) and members_ok and shared_ok and skew_ok
 
 
 def _target(options: BenchOptions) -> Target:
@@ -262,6 +271,7 @@ def _write_outputs(
     advice: list[dict[str, Any]],
     members_report: members.MembersReport | None = None,
     shared: dict[str, Any] | None = None,
+    skewed: dict[str, Any] | None = None,
 ) -> None:
     if options.profile_dir is not None:
         console.print(
@@ -278,6 +288,8 @@ def _write_outputs(
             doc["members"] = members_report.as_json()
         if shared is not None:
             doc["share"] = shared
+        if skewed is not None:
+            doc["skew"] = skewed
         write_json(options.json_path, doc)
         console.print(f"\nwrote {options.json_path}", highlight=False)
     if options.plot_dir is not None:

@@ -2,7 +2,8 @@
 
 Each option is one field of an option group (:mod:`~laneway.config.running`,
 :mod:`~laneway.config.flow`, :mod:`~laneway.config.failures`,
-:mod:`~laneway.config.limits`, :mod:`~laneway.config.observing`) whose metadata holds an
+:mod:`~laneway.config.limits`, :mod:`~laneway.config.fairness`,
+:mod:`~laneway.config.observing`) whose metadata holds an
 :class:`~laneway.options.OptionSpec`; :class:`ConsumerConfig` is all groups at once.
 Everything else is derived from these fields: the validation of ``Consumer(...)``
 keywords (:meth:`ConsumerConfig.from_options`), the options table in this class's
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from laneway.config.failures import FailureKeywords, FailureOptions
+from laneway.config.fairness import PER_KEY_SHARE, FairnessKeywords, FairnessOptions
 from laneway.config.flow import FlowKeywords, FlowOptions
 from laneway.config.limits import LimitKeywords, LimitOptions
 from laneway.config.messages import DecodingKeywords, MessageOptions, SerializingKeywords
@@ -40,7 +42,13 @@ from laneway.retry import RetryPolicy
 # are listed last-to-first: running options come first in every derived list.
 @dataclass(frozen=True)
 class ConsumerConfig(
-    MessageOptions, ObservingOptions, LimitOptions, FailureOptions, FlowOptions, RunningOptions
+    MessageOptions,
+    ObservingOptions,
+    FairnessOptions,
+    LimitOptions,
+    FailureOptions,
+    FlowOptions,
+    RunningOptions,
 ):
     """The validated, immutable options of a :class:`laneway.Consumer`.
 
@@ -61,6 +69,7 @@ class ConsumerConfig(
         concurrency_given = self.concurrency is not None
         self._check_running()
         self._check_concurrency_fits(concurrency_given)
+        self._check_fairness()
         if self.batch_size is not None and self.batch_size > self.max_buffered:
             raise ConfigError(
                 f"batch_size={self.batch_size} is not valid with max_buffered="
@@ -101,6 +110,29 @@ class ConsumerConfig(
             self.poison_cooldown,
         )
         object.__setattr__(self, "retry", retry)
+
+    def _check_fairness(self) -> None:
+        """``max_buffered_per_key`` defaults to a share of ``max_buffered`` and may not
+        exceed it; fairness and priority choose what starts next, which the sync engine
+        (fetch order, one at a time) cannot."""
+        per_key = self.max_buffered_per_key
+        if per_key is None:
+            object.__setattr__(
+                self, "max_buffered_per_key", max(1, self.max_buffered // PER_KEY_SHARE)
+            )
+        elif per_key > self.max_buffered:
+            raise ConfigError(
+                f"max_buffered_per_key={per_key} is not valid with max_buffered="
+                f"{self.max_buffered}: one key cannot hold more than the whole buffer; lower "
+                "it (the default is max_buffered / 16)"
+            )
+        for name in ("fairness", "priority"):
+            if getattr(self, name) is not None and self.engine is EngineKind.SYNC:
+                raise ConfigError(
+                    f"{name} is not valid with engine='sync': it runs messages one at a time "
+                    "in fetch order, so there is nothing to choose between; use engine="
+                    "'thread', 'async' or 'process'"
+                )
 
     def _check_picklable(self) -> None:
         """Process workers decode with their own copy of each deserializer: it must pickle
@@ -152,6 +184,7 @@ class OptionsBesidesDecoding(
     FlowKeywords,
     FailureKeywords,
     LimitKeywords,
+    FairnessKeywords,
     ObservingKeywords,
     SerializingKeywords,
 ):
@@ -165,6 +198,7 @@ class OptionsBesidesEngine(
     FlowKeywords,
     FailureKeywords,
     LimitKeywords,
+    FairnessKeywords,
     ObservingKeywords,
     DecodingKeywords,
     SerializingKeywords,

@@ -12,17 +12,12 @@ offsets finished beyond the commit point, as the consumer knows them now.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
-from laneway.offsets.backlog import PartitionBacklog
+from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, PartitionBacklog, drain_seconds
 
 SAMPLE_EVERY = 1.0
 """Seconds between two samples of the backlog (and of the gauges, which come with it)."""
-RATE_WINDOW = 30.0
-"""Seconds of completions the rate covers: as long as KEDA's default polling interval, so
-one autoscaler reading sees a whole window; a stall shows as a falling rate at once and
-as a rate of 0 after this long."""
 
 
 @dataclass(frozen=True)
@@ -34,14 +29,11 @@ class Backlog:
     (a key holding the commit point back shows its partition's tail as lag, though most
     of it is done), as the consumer knows them now: what the next commit's metadata will
     record, ``laneway lag``'s figure up to a ``commit_interval`` ahead; ``rate``: messages it
-    finished (processed or given up on) per second over the last :data:`RATE_WINDOW`
-    seconds; ``drain_seconds``: ``backlog / rate``, the time to work it off at that rate.
-
-    When nothing finished in the window but a backlog is left (a stall, or a member that
-    just got its partitions), ``drain_seconds`` is ``backlog`` times the seconds the
-    window covers: the least it can be, since fewer than one message finished in that
-    time. It is a finite number on purpose: KEDA's metrics-api scaler refuses a null and
-    its Prometheus scaler reads an infinite value as 0, which would scale *in*.
+    finished (processed or given up on) per second over the last
+    :data:`~laneway.offsets.backlog.RATE_WINDOW` seconds of work
+    (:class:`~laneway.offsets.backlog.FinishingRate`); ``drain_seconds``: ``backlog /
+    rate``, the time to work it off at that rate, finite even without a rate
+    (:func:`~laneway.offsets.backlog.drain_seconds`).
 
     ``backlog``, ``lag`` and ``drain_seconds`` are ``None`` for a share group: it commits
     no offsets, so a member cannot know what is left (``laneway lag --share`` says what
@@ -73,17 +65,14 @@ class BacklogWatch:
     control thread and keeps the latest (:attr:`latest`, safe to read from any thread: it
     is replaced whole).
 
-    The rate is the count of finished messages at the newest sample minus the count at the
-    oldest one kept, over the time between them: samples older than ``window`` seconds
-    are dropped, so it covers ``window`` seconds once the consumer ran that long. Tuning:
-    none; the window (:data:`RATE_WINDOW`) is as long as KEDA's default polling interval
-    and the Prometheus scrape intervals in use, smooth enough that an autoscaler does not
-    follow every burst.
+    The rate is :class:`~laneway.offsets.backlog.FinishingRate`'s, the one ``laneway top``
+    shows too. Tuning: none; the window (``RATE_WINDOW``) is as long as KEDA's default
+    polling interval and the Prometheus scrape intervals in use, smooth enough that an
+    autoscaler does not follow every burst.
     """
 
     def __init__(self, window: float = RATE_WINDOW) -> None:
-        self._window = window
-        self._samples: deque[tuple[float, int]] = deque()
+        self._rate = FinishingRate(window)
         self._sampled_at: float | None = None
         self.latest = Backlog()
 
@@ -98,28 +87,11 @@ class BacklogWatch:
         messages the consumer finished so far, ``partitions`` the figures of the partitions
         it owns (``Progress.backlog``; ``None``: a source without offsets)."""
         self._sampled_at = now
-        rate, span = self._rate(now, finished)
-        if partitions is None:
+        backlog = None if partitions is None else sum(p.backlog for p in partitions)
+        rate, span = self._rate.sample(now, finished, backlog)
+        if partitions is None or backlog is None:
             self.latest = Backlog(None, None, rate, None)
             return self.latest
-        backlog = sum(p.backlog for p in partitions)
-        if backlog == 0:
-            drain = 0.0
-        elif rate > 0:
-            drain = backlog / rate
-        else:
-            drain = backlog * max(span, SAMPLE_EVERY)
+        drain = drain_seconds(backlog, rate, span)
         self.latest = Backlog(backlog, sum(p.lag for p in partitions), rate, drain, partitions)
         return self.latest
-
-    def _rate(self, now: float, finished: int) -> tuple[float, float]:
-        """Messages finished per second over the window, and the seconds it covers."""
-        samples = self._samples
-        samples.append((now, finished))
-        while len(samples) > 1 and samples[1][0] <= now - self._window:
-            samples.popleft()
-        since, done = samples[0]
-        span = now - since
-        if span <= 0:
-            return 0.0, 0.0
-        return max(0, finished - done) / span, span

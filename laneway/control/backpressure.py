@@ -177,6 +177,13 @@ class Backpressure:
             return len(owned)
         return sum(1 for pid in self._fair.over_share if pid in owned)
 
+    def paused_partitions(self, owned: Mapping[PartitionId, PartitionLoad]) -> list[PartitionId]:
+        """The owned partitions paused now, by either rule, in order (safe to call from
+        another thread: each collection is copied in one step)."""
+        if self.paused:
+            return sorted(owned)
+        return sorted(set(self._fair.over_share) & set(owned))
+
     def _set_paused(self, paused: bool, owned: Mapping[PartitionId, PartitionLoad]) -> None:
         if paused:
             self._source.pause(owned)

@@ -28,17 +28,20 @@ from laneway.control.backpressure import BUSY_POLL_TIMEOUT, Backpressure
 from laneway.control.codecs import MessageCodecs
 from laneway.control.dead_letters.router import DeadLetterRouter
 from laneway.control.durability import durability
+from laneway.control.skew.containment import containment_for
+from laneway.control.skew.release import release_for
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
-from laneway.engines.base import Completions, Engine
+from laneway.engines.base import Completed, Completions, Engine
+from laneway.engines.lanes import lane_function
 from laneway.errors import AccessDeniedError, SourceError, TransactionError
 from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
 
 log = get_logger(__name__)
 
@@ -69,6 +72,9 @@ class ControlPlane:
         self._stop = stop
         self.completions = Completions()
         self._progress, self._results = durability(source, config, tracing)
+        self._containment = containment_for(config, source, capabilities, self._progress)
+        self._release = release_for(config, engine)
+        self._hot_keys: tuple[HotKey, ...] = ()
         self._router = DeadLetterRouter(source, config, tracing)
         self._codecs = MessageCodecs(config)
         self._backpressure = Backpressure(
@@ -87,7 +93,9 @@ class ControlPlane:
         source runs too (it must not drain the same messages again)."""
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
-        self._stalls = StallWatch.for_config(engine, config)
+        self._stalls = StallWatch.for_config(
+            engine, config, self._finished_beyond, lambda: self._hot_keys
+        )
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -99,6 +107,8 @@ class ControlPlane:
         next_commit = time.monotonic() + interval
         while True:
             self._collect()
+            self._containment.settled([])  # what is due to be read again, idle or not
+            self._release.pump()
             now = time.monotonic()
             if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):
                 break
@@ -114,7 +124,8 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._progress.partitions)
-        self._progress.unstarted(self._engine.cancel(owned))
+        taken_back = self._release.cancel(owned)
+        self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         self._drain_deadline = deadline
         while time.monotonic() < deadline and not abort.is_set():
@@ -124,8 +135,14 @@ class ControlPlane:
             self._collect_unless_refused()
         self._collect_unless_refused()
         if not self._drained():
-            drain_timeout = self._config.drain_timeout
-            self._abandoned = abandon(self._progress, self._engine, drain_timeout, abort.is_set())
+            self._abandoned = abandon(
+                self._progress,
+                self._engine,
+                self._config.drain_timeout,
+                abort.is_set(),
+                taken_back,
+                lane_function(self._config.ordering),
+            )
         failed: TransactionError | None = None
         try:
             self._commit_or_warn(self._progress.partitions, "final commit")
@@ -195,13 +212,13 @@ class ControlPlane:
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
         self._backpressure.assigned(positions)
         self._stopping.arrived(time.monotonic())
-        self._tally.rebalanced()
+        self._tally.rebalanced("assigned", positions)
         log.info("assigned %s", sorted(positions))
 
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
         self._collect()
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         if self._drain_deadline is not None:  # closing: the shutdown's drain is over
             deadline = min(deadline, self._drain_deadline)
@@ -210,14 +227,14 @@ class ControlPlane:
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("revoked", owned)
         log.info("revoked %s", sorted(owned))
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
-        self._progress.unstarted(self._engine.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned))
         self._give_up(owned)
-        self._tally.rebalanced()
+        self._tally.rebalanced("lost", owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
 
     # -- internals ------------------------------------------------------------------
@@ -250,9 +267,16 @@ class ControlPlane:
         self._tally.arrived(now)
         self._backpressure.arrived(now)
         self._stopping.arrived(now)
-        dispatch = self._progress.accept(messages)
+        dispatch = self._admitted(self._progress.accept(messages))
         if dispatch:
             self._submit(self._decoded(dispatch))
+
+    def _admitted(self, dispatch: list[Message]) -> list[Message]:
+        """What of ``dispatch`` is kept: a hot key's excess is declined (see
+        :mod:`laneway.control.skew.containment`)."""
+        if not dispatch:
+            return dispatch
+        return self._containment.admit(dispatch, self._progress.counts.buffered)
 
     def _decoded(self, messages: list[Message]) -> list[Message]:
         """``messages`` with their typed views (see :mod:`laneway.control.codecs`); those
@@ -265,26 +289,51 @@ class ControlPlane:
     def _submit(self, messages: list[Message]) -> None:
         runnable = self._router.divert_poisoned(messages)
         if runnable:
-            self._engine.submit(runnable)
+            self._release.submit(runnable)
 
     def _collect(self) -> None:
-        finished, failed, durations, retries, results = self.completions.take_all()
-        if retries:
-            self._tally.retried(retries)
-        handled = len(finished)
-        if results:
-            results, unencodable = self._codecs.encoded(results)
-            failed.extend(unencodable)
-            self._results.write(results)
-            # The drain rate counts messages when their handler is done, not when their
-            # results are acknowledged: backpressure weighs them as handler work only
-            # until then (see Backpressure.next_turn).
-            handled += sum([len(group[0]) for group in results])
+        done = self.completions.take_all()
+        if done.retries:
+            self._tally.retried(done.retries)
+        handled = len(done.finished) + self._write_results(done)
         written, unwritten = self._results.poll()
-        if unwritten:
-            failed.extend(unwritten)
-        reported = bool(failed)
-        if reported:
+        failed = done.failed + unwritten if unwritten else done.failed
+        self._route_failures(failed)
+        settled = self._router.poll()
+        now = time.monotonic()
+        if not (done.finished or settled or written or failed):
+            if handled:
+                self._backpressure.finished(handled, now)
+            return
+        finished = done.finished
+        finished.extend(written)  # after the timed ones: durations cover a prefix
+        self._tally.finished(finished, settled, now, done.durations)
+        self._backpressure.finished(handled + len(settled), now)
+        released = self._progress.settle(finished, settled)
+        over = finished + settled if settled else finished
+        self._containment.settled(over)
+        self._release.settled(over, settled)
+        released = self._admitted(released)
+        if released:
+            self._submit(self._decoded(released))
+
+    def _write_results(self, done: Completed) -> int:
+        """Hand the handlers' results to the result writer (those that do not encode fail
+        their messages); how many messages returned them. The drain rate counts messages
+        when their handler is done, not when their results are acknowledged: backpressure
+        weighs them as handler work only until then (see Backpressure.next_turn)."""
+        if not done.results:
+            return 0
+        results, unencodable = self._codecs.encoded(done.results)
+        done.failed.extend(unencodable)
+        self._results.write(results)
+        return sum([len(messages) for messages, _ in results])
+
+    def _route_failures(self, failed: list[Failure]) -> None:
+        """Failed messages to dead letters: those that did not decode at once, the others
+        once their progress gives up on them (asked every turn: a share group gives up
+        records of its own, and retries the others by redelivery)."""
+        if failed:
             failed, undecodable = self._codecs.undecodable(failed)
             if undecodable:
                 self._router.route(undecodable)
@@ -293,31 +342,19 @@ class ControlPlane:
             opened = self._router.route(failed)
             if opened:
                 self._divert_queued(opened)
-        settled = self._router.poll()
-        if not finished and not settled and not written and not reported:
-            if handled:
-                self._backpressure.finished(handled, time.monotonic())
-            return
-        now = time.monotonic()
-        if written:
-            finished.extend(written)  # after the timed ones: durations cover a prefix
-        self._tally.finished(finished, settled, now, durations)
-        self._backpressure.finished(handled + len(settled), now)
-        released = self._progress.settle(finished, settled)
-        if released:
-            self._submit(self._decoded(released))
 
     def _divert_queued(self, partitions: Collection[PartitionId]) -> None:
         """A key's circuit just opened: take back what the engine has queued of its
         partitions, and submit it again, so that the key's messages go to dead letters
         instead of waiting in its lane for the handler (order per lane is kept)."""
-        returned = self._engine.cancel(partitions)
+        returned = self._release.cancel(partitions)
         if returned:
             returned.sort(key=_position)
             self._submit(returned)
 
     def _give_up(self, partitions: Collection[PartitionId]) -> None:
         self._backpressure.forget(partitions)
+        self._containment.forget(partitions)
         self._progress.give_up(partitions)
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
 
@@ -338,6 +375,7 @@ class ControlPlane:
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
         backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return
         committed = {pid: offset for pid, offset in progress.committed().items() if pid in owned}
@@ -348,9 +386,16 @@ class ControlPlane:
             committed=committed,
             worker_restarts=self._engine.worker_restarts,
             oldest=self._stalls.report.oldest_by_partition,
+            waiting=self._stalls.report.waiting_by_partition,
             ends=ends,
             backlog=backlog,
+            hot_keys=self._hot_keys,
         )
+
+    def _finished_beyond(self) -> dict[PartitionId, int]:
+        """Finished messages beyond each owned partition's commit point, as last sampled
+        (the stall watch's thread reads it: the sample is replaced whole)."""
+        return {(p.topic, p.partition): p.finished_beyond for p in self._backlog.latest.partitions}
 
     @property
     def backlog(self) -> Backlog:
@@ -384,4 +429,14 @@ class ControlPlane:
             stalled=self._stalls.report.stalls,
             abandoned=self._abandoned,
             deserialization_failures=self._codecs.failures,
+            oldest_by_partition=self._stalls.report.oldest_by_partition,
+            paused_partitions=tuple(
+                self._backpressure.paused_partitions(self._progress.partitions)
+            ),
+            # Only the process engine has workers of its own (a capability, not the protocol's).
+            worker_pids=tuple(getattr(self._engine, "worker_pids", ())),
+            rebalances_seen=tuple(tally.timeline),
+            recent_failures=self._router.recent,
+            hot_keys=self._hot_keys,
+            held_off=self._containment.declined,
         )

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from laneway.config import ConsumerConfig
@@ -14,7 +14,7 @@ from laneway.engines.base import Engine
 from laneway.logs import get_logger
 from laneway.options import STALL_EXIT_CODE, EngineKind, StallAction
 from laneway.retry import RetryPolicy
-from laneway.types import Message, PartitionId, Stall
+from laneway.types import HotKey, Message, PartitionId, Stall
 
 log = get_logger(__name__)
 
@@ -76,18 +76,23 @@ def stall_advice(config: ConsumerConfig) -> str:
 @dataclass(frozen=True)
 class InFlightReport:
     """One look at what the engine runs: the age of the oldest running message overall
-    and per partition (seconds), and the stalls among them."""
+    and per partition (seconds), the stalls among them, and per partition the messages
+    that cannot start until a stalled call returns."""
 
     oldest: float = 0.0
     oldest_by_partition: dict[PartitionId, float] = field(default_factory=dict)
     stalls: tuple[Stall, ...] = ()
+    waiting_by_partition: dict[PartitionId, int] = field(default_factory=dict)
 
 
 class StallWatch:
     """Looks at the engine's running messages about once a second and reports each one in
     flight longer than ``timeout`` seconds as a WARNING (once per message), naming topic,
-    partition, offset, key and age. :attr:`report` is the latest look, for ``stats()``
-    and metrics.
+    partition, offset, key and age, what cannot start until it returns (how many
+    messages, of how many keys, on which partitions: see
+    :meth:`~laneway.engines.base.Engine.waiting_behind`) and how many finished messages
+    of its partition it holds uncommitted (``held_back``, from the latest backlog
+    sample). :attr:`report` is the latest look, for ``stats()`` and metrics.
 
     With ``action=StallAction.EXIT`` the first stall also ends the process (exit code
     :data:`~laneway.options.STALL_EXIT_CODE`, no drain: a stuck thread cannot be drained).
@@ -107,8 +112,12 @@ class StallWatch:
         action: StallAction = StallAction.WARN,
         exit_process: Callable[[int], object] = os._exit,
         advice: str = "Bound the blocking call inside the handler.",
+        finished_beyond: Callable[[], Mapping[PartitionId, int]] = dict,
+        hot_keys: Callable[[], Sequence[HotKey]] = tuple,
     ) -> None:
         self._engine = engine
+        self._finished_beyond = finished_beyond
+        self._hot_keys = hot_keys
         self._timeout = timeout
         self._action = action
         self._exit = exit_process
@@ -120,10 +129,24 @@ class StallWatch:
         self.report = InFlightReport()
 
     @classmethod
-    def for_config(cls, engine: Engine, config: ConsumerConfig) -> StallWatch:
+    def for_config(
+        cls,
+        engine: Engine,
+        config: ConsumerConfig,
+        finished_beyond: Callable[[], Mapping[PartitionId, int]] = dict,
+        hot_keys: Callable[[], Sequence[HotKey]] = tuple,
+    ) -> StallWatch:
         """The watch of a consumer with ``config``: its ``stall_timeout``, ``on_stall`` and
-        the advice for its engine."""
-        return cls(engine, config.stall_timeout, config.on_stall, advice=stall_advice(config))
+        the advice for its engine; ``finished_beyond``: the finished messages beyond each
+        partition's commit point, and ``hot_keys``: the hottest keys, as last sampled."""
+        return cls(
+            engine,
+            config.stall_timeout,
+            config.on_stall,
+            advice=stall_advice(config),
+            finished_beyond=finished_beyond,
+            hot_keys=hot_keys,
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="laneway-stall-watch", daemon=True)
@@ -139,15 +162,22 @@ class StallWatch:
         now = time.monotonic() if now is None else now
         running = self._engine.running()
         oldest: dict[PartitionId, float] = {}
-        stalls: list[Stall] = []
+        stalled: list[tuple[Message, float]] = []
         for message, since in running:
             age = max(0.0, now - since)
             pid = (message.topic, message.partition)
             oldest[pid] = max(oldest.get(pid, 0.0), age)
             if age >= self._timeout:
-                stalls.append(_stall(message, age))
+                stalled.append((message, age))
+        stalls = self._stalls(stalled)
+        waiting: dict[PartitionId, int] = {}
+        for stall in stalls:
+            for pid in stall.waiting.partitions:
+                waiting[pid] = waiting.get(pid, 0) + stall.waiting.messages
         self._warn(stalls)
-        self.report = InFlightReport(max(oldest.values(), default=0.0), oldest, tuple(stalls))
+        self.report = InFlightReport(
+            max(oldest.values(), default=0.0), oldest, tuple(stalls), waiting
+        )
         if stalls and self._action is StallAction.EXIT:
             log.critical(
                 "on_stall='exit': ending the process with exit code %d; unfinished messages "
@@ -162,6 +192,25 @@ class StallWatch:
         while not self._stop.wait(self._interval):
             self.look()
 
+    def _stalls(self, stalled: list[tuple[Message, float]]) -> list[Stall]:
+        """The stalled messages with what waits behind each and what each holds back."""
+        if not stalled:
+            return []
+        behind = self._engine.waiting_behind([message for message, _ in stalled])
+        beyond = self._finished_beyond()
+        return [
+            Stall(
+                m.topic,
+                m.partition,
+                m.offset,
+                m.key,
+                age,
+                waiting,
+                beyond.get((m.topic, m.partition), 0),
+            )
+            for (m, age), waiting in zip(stalled, behind, strict=True)
+        ]
+
     def _warn(self, stalls: list[Stall]) -> None:
         current = {(s.topic, s.partition, s.offset) for s in stalls}
         for stall in stalls:
@@ -170,19 +219,44 @@ class StallWatch:
                 continue
             log.warning(
                 "the handler has been running for %.1f s on %s[%d]@%d (key %r), longer than "
-                "stall_timeout=%g s; it holds its key's lane and its partition's commit "
-                "point. %s",
+                "stall_timeout=%g s; %s%s. %s",
                 stall.seconds,
                 stall.topic,
                 stall.partition,
                 stall.offset,
                 stall.key,
                 self._timeout,
+                held_up(stall),
+                hot_now(self._hot_keys()),
                 self._advice,
                 extra={"topic": stall.topic, "partition": stall.partition, "offset": stall.offset},
             )
         self._warned = current
 
 
-def _stall(message: Message, age: float) -> Stall:
-    return Stall(message.topic, message.partition, message.offset, message.key, age)
+def hot_now(hot_keys: Sequence[HotKey]) -> str:
+    """The hot keys in words, for a stall warning (counts only)."""
+    if not hot_keys:
+        return ""
+    held = sum(1 for hot in hot_keys if hot.held_off)
+    text = f"; the hottest key holds {hot_keys[0].buffered} message(s)"
+    if held:
+        text += f", {held} key(s) at max_buffered_per_key"
+    return text
+
+
+def held_up(stall: Stall) -> str:
+    """What a stalled call holds up, in words (counts only: no key names)."""
+    waiting = stall.waiting
+    if waiting.messages:
+        places = ", ".join(f"{topic}[{number}]" for topic, number in waiting.partitions)
+        what = (
+            f"{waiting.messages} message(s) of {waiting.keys} key(s) on {places} wait for it "
+            f"(for {stall.seconds:.1f} s)"
+        )
+    else:
+        what = "nothing is queued behind it"
+    return (
+        f"{what}; it holds its partition's commit point, with {stall.held_back} finished "
+        "message(s) beyond it"
+    )

@@ -7,8 +7,10 @@ import threading
 import time
 
 from laneway.engines.base import Engine
+from laneway.engines.lanes import LaneOf
 from laneway.logs import get_logger
 from laneway.offsets.progress import Progress
+from laneway.types import Message
 
 log = get_logger(__name__)
 
@@ -62,24 +64,30 @@ class StopConditions:
         return self._max_messages - handled
 
 
-def abandon(progress: Progress, engine: Engine, drain_timeout: float, aborted: bool) -> int:
+def abandon(
+    progress: Progress,
+    engine: Engine,
+    drain_timeout: float,
+    aborted: bool,
+    taken_back: list[Message],
+    lane_of: LaneOf | None,
+) -> int:
     """After a shutdown's drain ended with work unfinished (``drain_timeout`` expired, or
     ``aborted`` by a second signal or ``stop(drain=False)``): log one ERROR naming each
     message still in its handler (topic, partition, offset and for how long; never its key
-    or value, up to :data:`NAMED_AT_MOST` of them) and saying that their offsets stay
-    uncommitted; return how many dispatched messages of the owned partitions were not
-    finished (in a handler, queued for a worker, or waiting for their dead letter or
-    results to be written). They run again after a restart, as after a crash."""
+    or value, up to :data:`NAMED_AT_MOST` of them), saying that their offsets stay
+    uncommitted, and why the messages the stop ``taken_back`` from the engine never
+    started (those of a lane, by ``lane_of``, whose call is still running waited for it);
+    return how many dispatched messages of the owned partitions were not finished (in a
+    handler, held by a worker, or waiting for their dead letter or results to be
+    written). They run again after a restart, as after a crash."""
     owned = progress.partitions
     unfinished = progress.running(owned)
     if not unfinished:
         return 0
     now = time.monotonic()
-    running = sorted(
-        (message.topic, message.partition, message.offset, now - since)
-        for message, since in engine.running()
-        if (message.topic, message.partition) in owned
-    )
+    in_handler = [(m, since) for m, since in engine.running() if (m.topic, m.partition) in owned]
+    running = sorted((m.topic, m.partition, m.offset, now - since) for m, since in in_handler)
     named = ", ".join(f"{t}[{p}]@{o} (for {age:.1f} s)" for t, p, o, age in running[:NAMED_AT_MOST])
     why = "the drain was aborted" if aborted else f"drain_timeout={drain_timeout:g} s expired"
     detail = f"; still in their handler: {named}" if named else ""
@@ -88,14 +96,31 @@ def abandon(progress: Progress, engine: Engine, drain_timeout: float, aborted: b
     others = unfinished - len(running)
     if others > 0:
         detail += (
-            f"; {others} more dispatched (queued for a worker, or waiting for their dead "
-            "letter or results to be written)"
+            f"; {others} more dispatched (held by a worker behind a running call, or waiting "
+            "for their dead letter or results to be written)"
         )
     log.error(
         "stopped with %d message(s) unfinished: %s. Their offsets stay uncommitted (so do "
-        "those after them in their partitions): they run again after a restart%s",
+        "those after them in their partitions): they run again after a restart%s%s",
         unfinished,
         why,
         detail,
+        never_started(taken_back, [m for m, _ in in_handler], lane_of),
     )
     return unfinished
+
+
+def never_started(taken_back: list[Message], running: list[Message], lane_of: LaneOf | None) -> str:
+    """Why the messages a stop took back from the engine never started, in words (counts
+    only): those behind a call of their lane still running, and the rest, whose turn had
+    not come when the stop began."""
+    if not taken_back:
+        return ""
+    blocked = set() if lane_of is None else {lane_of(m) for m in running}
+    behind = sum(1 for m in taken_back if lane_of is not None and lane_of(m) in blocked)
+    text = f". The stop took back {len(taken_back)} message(s) that never started"
+    if behind:
+        text += f": {behind} waited behind a call above (their key's or partition's)"
+        if behind < len(taken_back):
+            text += f", {len(taken_back) - behind} had not had their turn"
+    return text

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
-from laneway.stats import LatencyWindow
-from laneway.types import Message, PartitionId
+from laneway.stats import REBALANCES_KEPT, LatencyWindow, Rebalance
+from laneway.types import HotKey, Message, PartitionId
+
+HOT_RANKS = 10
+"""How many hot keys the metrics show, by rank."""
+
+
+def key_id(key: bytes | None) -> int:
+    """A 48-bit id of ``key`` for the metrics (a float holds it exactly): the same key has
+    the same id in every member, and the key itself is not shown."""
+    digest = hashlib.blake2b(b"-" if key is None else b"k" + key, digest_size=6).digest()
+    return int.from_bytes(digest, "big")
+
 
 _topic_of = attrgetter("topic")
 _timestamp_of = attrgetter("timestamp")
@@ -34,6 +47,8 @@ class Tally:
         self.processed = 0
         self.failed = 0
         self.rebalances = 0
+        self.timeline: deque[Rebalance] = deque(maxlen=REBALANCES_KEPT)
+        """The latest ownership changes, oldest first (``stats().rebalances_seen``)."""
         self.latency = LatencyWindow()
         self.started: float | None = None
         self.ended: float | None = None
@@ -130,9 +145,10 @@ class Tally:
             return 0.0
         return max(0.0, (now if self.ended is None else self.ended) - self.started)
 
-    def rebalanced(self) -> None:
-        """Partitions were assigned, revoked or lost."""
+    def rebalanced(self, kind: str, partitions: Iterable[PartitionId]) -> None:
+        """``partitions`` were ``assigned``, ``revoked`` or ``lost`` (kept in :attr:`timeline`)."""
         self.rebalances += 1
+        self.timeline.append(Rebalance(time.time(), kind, tuple(sorted(partitions))))
         self._metrics.increment(Metric.REBALANCES, 1)
 
     def sample(
@@ -145,11 +161,14 @@ class Tally:
         oldest: Mapping[PartitionId, float],
         ends: Mapping[PartitionId, int],
         backlog: Backlog,
+        waiting: Mapping[PartitionId, int],
+        hot_keys: Sequence[HotKey] = (),
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
-        (where ``ends`` knows it) and the age of the oldest running message (0: none);
-        and the ``backlog`` (see :meth:`_backlog`)."""
+        (where ``ends`` knows it), the age of the oldest running message (0: none) and the
+        messages ``waiting`` for a stalled call (0: none); the ``backlog`` (see
+        :meth:`_backlog`); and the ten ``hot_keys`` by rank (see :func:`key_id`)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -158,9 +177,15 @@ class Tally:
             labels = (pid[0], str(pid[1]))
             metrics.gauge(Metric.COMMITTED_OFFSET, offset, labels)
             metrics.gauge(Metric.OLDEST_UNFINISHED, oldest.get(pid, 0.0), labels)
+            metrics.gauge(Metric.STALLED_WAITING, waiting.get(pid, 0), labels)
             end = ends.get(pid)
             if end is not None:
                 metrics.gauge(Metric.CONSUMER_LAG, max(0, end - offset), labels)
+        for rank in range(HOT_RANKS):
+            hot = hot_keys[rank] if rank < len(hot_keys) else None
+            label = (str(rank + 1),)
+            metrics.gauge(Metric.HOT_KEY_MESSAGES, 0 if hot is None else hot.buffered, label)
+            metrics.gauge(Metric.HOT_KEY_ID, 0 if hot is None else key_id(hot.key), label)
         if worker_restarts > self._restarts:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts

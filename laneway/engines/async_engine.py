@@ -10,18 +10,21 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from laneway.engines.base import Completions, InFlight
+from laneway.engines.base import Completions, InFlight, read_while_changing
 from laneway.engines.claims import (
     GIVE_BACK_AFTER,
     Claim,
     HandlerCost,
     steal_claimed,
     take_back_slow,
+    waiting_behind,
 )
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
-from laneway.options import Ordering
-from laneway.types import Message, PartitionId
+from laneway.engines.run_report import hand_over_slow
+from laneway.engines.stalled_calls import StalledCalls
+from laneway.options import NullKeys, Ordering
+from laneway.types import Message, PartitionId, Waiting
 
 T = TypeVar("T")
 
@@ -41,8 +44,11 @@ class AsyncEngine:
     round trip per message, which is what lets trivial handlers reach hundreds of
     thousands of messages a second. While handlers are quick a worker claims the runs of
     several lanes at once (see :mod:`laneway.engines.claims`); a claim still running
-    after ``GIVE_BACK_AFTER`` seconds gives its unstarted messages back, so a slow key
-    never holds up the others.
+    after ``GIVE_BACK_AFTER`` seconds gives its unstarted messages back, and what a
+    worker finished before a call that has not returned is reported by the watcher, so a
+    slow key never holds up the others. A worker whose call runs past ``stall_timeout``
+    is replaced (see :mod:`laneway.engines.stalled_calls`): calls that never return
+    cannot take every worker.
 
     The loop is the caller's when the consumer runs under ``run_async`` (handlers can
     share the application's clients), otherwise a private loop from ``loop_factory`` on
@@ -61,11 +67,13 @@ class AsyncEngine:
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
         max_run: int = 256,
         batch_wait: float = 0.0,
+        stall_timeout: float | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._invoker = invoker
         self._batch_wait = batch_wait
         self._concurrency = concurrency
-        self._scheduler = LaneScheduler(ordering, concurrency, max_run)
+        self._scheduler = LaneScheduler(ordering, concurrency, max_run, null_keys)
         self._loop = loop
         self._loop_factory = loop_factory
         self._own_loop = loop is None
@@ -77,6 +85,7 @@ class AsyncEngine:
         self._cost = HandlerCost(max_run)
         self._watcher: asyncio.Task[None] | None = None
         self._slots = [InFlight() for _ in range(concurrency)]
+        self._stalled = StalledCalls(concurrency, stall_timeout)
         self._executing = 0
         self._closing = False
         self._completions = Completions()
@@ -137,6 +146,17 @@ class AsyncEngine:
     def running(self) -> list[tuple[Message, float]]:
         return [item for slot in self._slots if (item := slot.snapshot()) is not None]
 
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """Read from the stall watch's thread, not the loop's: a handler that blocks the
+        loop is exactly what the watch reports (see
+        :func:`~laneway.engines.base.read_while_changing`)."""
+
+        def read() -> list[Waiting]:
+            claims = list(self._claims.values())
+            return [waiting_behind(m, self._scheduler, claims) for m in messages]
+
+        return read_while_changing(read, [Waiting() for _ in messages])
+
     def close(self, timeout: float) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
@@ -178,11 +198,18 @@ class AsyncEngine:
 
     def _spawn_workers(self) -> None:
         assert self._loop is not None
-        work = self._work if self._invoker.batch_size is None else self._work_batches
         for index in range(self._concurrency):
-            self._workers.append(self._loop.create_task(work(index), name=f"laneway-async-{index}"))
-        if self._invoker.batch_size is None and self._scheduler.ordered:
-            self._watcher = self._loop.create_task(self._watch(), name="laneway-async-watch")
+            self._start_worker(index)
+        self._watcher = self._loop.create_task(self._watch(), name="laneway-async-watch")
+
+    def _start_worker(self, index: int) -> None:
+        """Start a worker coroutine at ``index`` (a new one, or a stalled call's replacement)."""
+        assert self._loop is not None
+        work = self._work if self._invoker.batch_size is None else self._work_batches
+        if index >= len(self._slots):
+            self._slots.append(InFlight())
+        self._workers = [task for task in self._workers if not task.done()]
+        self._workers.append(self._loop.create_task(work(index), name=f"laneway-async-{index}"))
 
     def _feed(self, messages: list[Message]) -> None:
         self._scheduler.add(messages)
@@ -228,15 +255,23 @@ class AsyncEngine:
                     completions.wake()  # a drain waits for in_flight == 0
                 del self._claims[index]
                 scheduler.release_all(claim.lanes)
+            if self._stalled.retire(index):
+                self._wake(scheduler.ready_lanes())
+                return
 
     async def _watch(self) -> None:
         """Give back the unstarted lanes of claims running ``GIVE_BACK_AFTER`` seconds or
-        more (a slow message holds up only its own lane), and wake workers for them."""
+        more (a slow message holds up only its own lane) and wake workers for them; report
+        what workers finished before a call still running; replace stalled calls."""
         while not self._closing:
             await asyncio.sleep(GIVE_BACK_AFTER if self._executing else IDLE_CHECK)
             scheduler = self._scheduler
-            if take_back_slow(self._claims.values(), scheduler, time.monotonic()):
+            now = time.monotonic()
+            if scheduler.ordered and take_back_slow(self._claims.values(), scheduler, now):
                 self._wake(scheduler.ready_lanes())
+            hand_over_slow(self._slots, now)
+            for index in self._stalled.replace(self._slots, now):
+                self._start_worker(index)
 
     async def _shutdown(self, timeout: float) -> None:
         self._closing = True
@@ -292,6 +327,8 @@ class AsyncEngine:
                 scheduler.release_all(lanes)
                 if scheduler.has_ready():
                     self._wake(1)
+            if self._stalled.retire(index):
+                return
 
     async def _idle_for(self, seconds: float | None) -> None:
         """Wait to be woken by new work, or for ``seconds`` (``None``: no limit)."""

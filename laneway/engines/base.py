@@ -9,15 +9,33 @@ Nothing here is per message: submit, report and wake-up all work on lists.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
-from typing import Protocol
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from laneway.results import Records
-from laneway.types import Failure, Message, PartitionId
+from laneway.types import Failure, Message, PartitionId, Waiting
 
 ResultGroup = tuple[list[Message], Records]
 """Messages whose handler call returned results, with those results: the messages count as
 finished only once every record is written (one message, or a batch handler's batch)."""
+
+
+@dataclass
+class Completed:
+    """Everything engines reported since the control thread last asked
+    (:meth:`Completions.take_all`)."""
+
+    finished: list[Message] = field(default_factory=list)
+    """Messages done (those whose handler returned results are in :attr:`results`)."""
+    failed: list[Failure] = field(default_factory=list)
+    """Messages whose handler failed for good."""
+    durations: list[float] = field(default_factory=list)
+    """Handler seconds of the first finished messages, in their order (when timed)."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """Retries made, per topic."""
+    results: list[ResultGroup] = field(default_factory=list)
+    """Messages whose handler returned results, with those results."""
 
 
 class Completions:
@@ -80,19 +98,17 @@ class Completions:
             finished.extend(messages)
         return finished, failed
 
-    def take_all(
-        self,
-    ) -> tuple[list[Message], list[Failure], list[float], dict[str, int], list[ResultGroup]]:
+    def take_all(self) -> Completed:
         """:meth:`take`, with the handler times of the finished messages (same order), the
         retries per topic and the result groups, all reported since the last call."""
         with self._lock:
             self._ready.clear()
-            finished, self._finished = self._finished, []
-            failed, self._failed = self._failed, []
-            durations, self._durations = self._durations, []
-            retries, self._retries = self._retries, {}
-            results, self._results = self._results, []
-        return finished, failed, durations, retries, results
+            taken = Completed(
+                self._finished, self._failed, self._durations, self._retries, self._results
+            )
+            self._finished, self._failed, self._durations = [], [], []
+            self._retries, self._results = {}, []
+        return taken
 
     def wait(self, timeout: float, at_least: int = 1) -> bool:
         """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),
@@ -124,17 +140,45 @@ class InFlight:
     """What one worker (thread, coroutine) is running: ``message`` (``None``: nothing) and
     ``since``, the ``time.monotonic()`` its first attempt started. Written by the worker
     before each message, read by the stall watch from another thread (each attribute is
-    read whole, so a reader sees at worst a message with its predecessor's start)."""
+    read whole, so a reader sees at worst a message with its predecessor's start).
+    ``report``: the worker's current run's report (a
+    :class:`~laneway.engines.run_report.RunReport`), for the engine's watcher to hand
+    over what the worker finished while it sits in a long call."""
 
-    __slots__ = ("message", "since")
+    __slots__ = ("message", "report", "since")
 
     def __init__(self) -> None:
         self.message: Message | None = None
         self.since = 0.0
+        self.report: HandOver | None = None
 
     def snapshot(self) -> tuple[Message, float] | None:
         message = self.message
         return None if message is None else (message, self.since)
+
+
+class HandOver(Protocol):
+    """What a watcher may ask of a worker's report (see :class:`InFlight`)."""
+
+    def hand_over(self) -> int: ...
+
+
+T = TypeVar("T")
+
+READ_ATTEMPTS = 3
+"""Tries at reading another thread's queues (see :func:`read_while_changing`)."""
+
+
+def read_while_changing(read: Callable[[], T], otherwise: T) -> T:
+    """``read()`` of queues another thread changes, for a report: a deque or dict that
+    changes size while it is read raises ``RuntimeError``, and is read again, up to
+    :data:`READ_ATTEMPTS` times (then ``otherwise``). Not for decisions: a snapshot."""
+    for _ in range(READ_ATTEMPTS):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return otherwise
 
 
 class Engine(Protocol):
@@ -168,6 +212,11 @@ class Engine(Protocol):
         """The messages being handled now, each with the ``time.monotonic()`` its first
         attempt started (retries included). Safe to call from any thread; for the stall
         watch, about once a second."""
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """For each of ``messages`` (running now), what cannot start until it returns. For
+        the stall watch, about once a second while calls are stalled; safe to call from
+        any thread."""
 
     @property
     def worker_restarts(self) -> int:

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Collection, Hashable, Iterable
 
 from laneway.engines.lanes import LaneScheduler, steal, unstarted
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting, waiting_of
 
 WORK_PER_CLAIM = 0.001
 """Seconds of handler work (by the recent cost per message) one claim takes at most,
@@ -139,3 +139,16 @@ def steal_claimed(
             scheduler.put_back([m for m in taken if (m.topic, m.partition) not in partitions])
         stolen += wanted
     return stolen
+
+
+def waiting_behind(message: Message, scheduler: LaneScheduler, claims: Iterable[Claim]) -> Waiting:
+    """What cannot start until ``message``'s call returns: the messages of its lane queued
+    in ``scheduler`` or left in a claim's run (unordered: nothing). Call with the engine's
+    lock held (thread), or where the scheduler is not changing under it."""
+    if not scheduler.ordered:
+        return Waiting()
+    lane = scheduler.lane(message)
+    behind = scheduler.queued_in(lane)
+    for claim in claims:
+        behind += [m for m in list(claim.run) if scheduler.lane(m) == lane]
+    return waiting_of(behind)

@@ -46,6 +46,7 @@ def build_engine(
             config.batch_size,
             batch_wait,
             limits_of(config).shared_by(config.concurrency),
+            config.null_keys,
         )
     invoker = Invoker(
         handler, config.retry, hooks, kind is EngineKind.ASYNC, timed, config.batch_size, gate
@@ -57,7 +58,14 @@ def build_engine(
     if kind is EngineKind.THREAD:
         from laneway.engines.thread import ThreadEngine
 
-        return ThreadEngine(invoker, config.ordering, config.concurrency, batch_wait=batch_wait)
+        return ThreadEngine(
+            invoker,
+            config.ordering,
+            config.concurrency,
+            batch_wait=batch_wait,
+            stall_timeout=config.stall_timeout,
+            null_keys=config.null_keys,
+        )
     from laneway.engines.async_engine import AsyncEngine
     from laneway.engines.event_loops import new_event_loop
 
@@ -68,6 +76,8 @@ def build_engine(
         loop=loop,
         loop_factory=partial(new_event_loop, config.event_loop),
         batch_wait=batch_wait,
+        stall_timeout=config.stall_timeout,
+        null_keys=config.null_keys,
     )
 
 

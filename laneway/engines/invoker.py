@@ -2,8 +2,9 @@
 
 Every engine runs handlers through an :class:`Invoker`: the sync and thread engines with
 :meth:`Invoker.run`, the async engine with :meth:`Invoker.run_async`, and each process
-engine worker with :meth:`Invoker.run_rows`; batch handlers with :meth:`Invoker.run_batch`
-and :meth:`Invoker.run_batch_async`. What counts as a failure and how it is retried is
+engine worker with :meth:`Invoker.call_in_worker` and :meth:`Invoker.drive` (see
+:mod:`laneway.engines.process.rows`); batch handlers with :meth:`Invoker.run_batch` and
+:meth:`Invoker.run_batch_async`. What counts as a failure and how it is retried is
 decided in :mod:`laneway.retry` (and for batches :mod:`laneway.engines.batch_runs`); what
 a handler may return in :mod:`laneway.results`; what is reported when, here.
 
@@ -30,15 +31,14 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableSequence, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from laneway.engines.admission.gate import AsyncGate, ThreadGate
-from laneway.engines.attempts import BATCH_ID, INDEX, AsyncHandler, AttemptHook, SyncHandler
+from laneway.engines.attempts import AsyncHandler, AttemptHook, SyncHandler
 from laneway.engines.base import Completions, InFlight
 from laneway.engines.batch_runs import BatchOutcome, Call, check_batch, steps
-from laneway.engines.circuit import OPEN_ERROR, KeyCircuitBreaker, open_failure
+from laneway.engines.circuit import KeyCircuitBreaker, open_failure
 from laneway.engines.lifecycle import Lifecycle
-from laneway.engines.process.reply import BatchReply, BatchResult
 from laneway.engines.run_report import RunReport
 from laneway.results import Records, records_of
 from laneway.retry import (
@@ -241,7 +241,7 @@ class Invoker:
         slot.message, slot.since = batch[0], time.monotonic()
         outcome = BatchOutcome()
         try:
-            self._drive(batch, outcome, _waiter(stop))
+            self.drive(batch, outcome, _waiter(stop))
             report.batch(outcome, time.monotonic() - slot.since)
         finally:
             report.end()
@@ -279,75 +279,17 @@ class Invoker:
         finally:
             report.end()
 
-    def run_rows(
-        self,
-        batch_id: int,
-        rows: Sequence[tuple[object, ...] | None],
-        progress: MutableSequence[int],
-    ) -> BatchResult:
-        """A process worker's batch: run every row (a message as a plain tuple; ``None``:
-        given up already) in order, writing ``(batch_id, index)`` to the shared ``progress``
-        array before each; return the failures, the handler time of each message run when
-        ``timed`` (else empty), which messages were retried and the results. With
-        ``batch_size``, in handler batches of that size (``index``: the batch's first)."""
-        reply = BatchReply(self.timed)
-        progress[INDEX] = -1
-        progress[BATCH_ID] = batch_id
-        if self.batch_size is None:
-            self._rows_one_by_one(rows, progress, reply)
-        else:
-            self._rows_in_batches(rows, progress, reply, self.batch_size)
-        progress[INDEX] = -1
-        return reply.result
+    @property
+    def thread_gate(self) -> ThreadGate | None:
+        """The gate plain handlers pass before each message (``None``: no limits)."""
+        return self._thread_gate
 
-    def _rows_one_by_one(
-        self,
-        rows: Sequence[tuple[object, ...] | None],
-        progress: MutableSequence[int],
-        reply: BatchReply,
-    ) -> None:
-        timed = self.timed
-        gate = self._thread_gate
-        circuit = self.circuit
-        for index, row in enumerate(rows):
-            if row is None:
-                continue
-            message: Message = Message(*row)  # type: ignore[arg-type]
-            if circuit is not None and circuit.is_open(message):
-                reply.ran(index, time.monotonic(), (OPEN_ERROR, 0, None))
-                continue
-            if gate is not None:
-                gate.enter(_NEVER)
-            progress[INDEX] = index
-            started = time.monotonic() if timed or gate else 0.0
-            outcome = self._run_in_worker(message)
-            if circuit is not None and outcome[0] is not None:
-                circuit.record_failure(message)
-            if gate is not None:
-                error, attempts, _ = outcome
-                gate.leave(time.monotonic() - started, attempts > 1 or error is not None)
-            reply.ran(index, started, outcome)
-
-    def _rows_in_batches(
-        self,
-        rows: Sequence[tuple[object, ...] | None],
-        progress: MutableSequence[int],
-        reply: BatchReply,
-        size: int,
-    ) -> None:
-        live: list[tuple[int, Message]] = [(i, Message(*r)) for i, r in enumerate(rows) if r]  # type: ignore[arg-type]
-        for start in range(0, len(live), size):
-            chunk = live[start : start + size]
-            progress[INDEX] = chunk[0][0]
-            began = time.monotonic()
-            outcome = BatchOutcome()
-            self._drive([message for _, message in chunk], outcome, _sleep)
-            reply.ran_batch(chunk, outcome, began)
-
-    def _drive(
+    def drive(
         self, batch: list[Message], outcome: BatchOutcome, wait: Callable[[float], bool]
     ) -> None:
-        """Run the steps of :func:`~laneway.engines.batch_runs.steps` with plain calls."""
+        """Run a batch handler on ``batch`` through the steps of
+        :func:`~laneway.engines.batch_runs.steps` (retries, splits) with plain calls,
+        backoffs waited by ``wait`` (``False``: stop waiting), into ``outcome``."""
         handler = self._sync
         plan = steps(batch, self.policy, outcome, self.circuit)
         reply: object = None
@@ -367,17 +309,13 @@ class Invoker:
             else:
                 reply = wait(step.seconds)
 
-    def _run_in_worker(self, message: Message) -> Outcome[Records]:
+    def call_in_worker(self, message: Message) -> Outcome[Records]:
         """One message with retries in a worker process, backoffs slept in place; a
         ``KeyboardInterrupt`` (not retried) fails that message too: the worker survives."""
         try:
             return call(self._sync, message, self.policy, _sleep, records_of)
         except BaseException as error:  # KeyboardInterrupt: a handler's error, not our crash
             return failed_for_good(error, 1), 1, None
-
-
-_NEVER = threading.Event()
-"""A stop that never comes: process workers are stopped by their parent, not by a flag."""
 
 
 def _waiter(stop: threading.Event) -> Callable[[float], bool]:

@@ -3,7 +3,8 @@
 A *lane* is the set of messages that must run one at a time, in offset order:
 
 * ``ordering="key"``: one lane per ``(topic, partition, key)``. Messages whose key is
-  ``None`` share one lane per partition (they are ordered like the partition itself).
+  ``None`` share one lane per partition (they are ordered like the partition itself), or
+  with ``null_keys="unordered"`` each is a lane of its own.
 * ``ordering="partition"``: one lane per ``(topic, partition)``.
 * ``ordering="unordered"``: no lanes; every message may run at any time.
 
@@ -25,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable
 from operator import attrgetter
 
-from laneway.options import Ordering
+from laneway.options import NullKeys, Ordering
 from laneway.types import Message, PartitionId
 
 LaneOf = Callable[[Message], Hashable]
@@ -40,10 +41,18 @@ by_partition: Callable[[Message], Hashable] = attrgetter("topic", "partition")
 """The lane of a message under ``ordering="partition"``."""
 
 
-def lane_function(ordering: Ordering) -> LaneOf | None:
+def by_key_keyless_apart(message: Message) -> Hashable:
+    """The lane of a message under ``ordering="key"`` with ``null_keys="unordered"``: a
+    keyless message is a lane of its own."""
+    if message.key is None:
+        return message.topic, message.partition, None, message.offset
+    return message.topic, message.partition, message.key
+
+
+def lane_function(ordering: Ordering, null_keys: NullKeys = NullKeys.PARTITION) -> LaneOf | None:
     """The function mapping a message to its lane id, or ``None`` for unordered."""
     if ordering is Ordering.KEY:
-        return by_key
+        return by_key if null_keys is NullKeys.PARTITION else by_key_keyless_apart
     if ordering is Ordering.PARTITION:
         return by_partition
     return None
@@ -58,8 +67,14 @@ class LaneScheduler:
     unordered run size is capped at a fair share of what is queued.
     """
 
-    def __init__(self, ordering: Ordering, workers: int, max_run: int = 256) -> None:
-        self._lane_of = lane_function(ordering)
+    def __init__(
+        self,
+        ordering: Ordering,
+        workers: int,
+        max_run: int = 256,
+        null_keys: NullKeys = NullKeys.PARTITION,
+    ) -> None:
+        self._lane_of = lane_function(ordering, null_keys)
         self._workers = max(1, workers)
         self._max_run = max_run
         self._lanes: dict[Hashable, deque[Message]] = {}
@@ -182,6 +197,11 @@ class LaneScheduler:
             lanes.append(lane)
         self.queued -= len(batch)
         return lanes, batch
+
+    def queued_in(self, lane: Hashable) -> list[Message]:
+        """The messages queued in ``lane`` (ordered modes; a copy)."""
+        queue = self._lanes.get(lane)
+        return [] if queue is None else list(queue)
 
     def lane(self, message: Message) -> Hashable:
         """The lane of ``message`` (ordered modes; :data:`UNORDERED_LANE` otherwise)."""

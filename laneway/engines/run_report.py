@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterable
 
 from laneway.engines.base import Completions, InFlight, ResultGroup
 from laneway.engines.batch_runs import BatchOutcome
@@ -29,23 +31,36 @@ class RunReport:
     When ``timed``, each finished message's time in its handler (retries included) is
     taken from that same clock, from its start to the next message's start (or the run's
     end): no extra clock read per message. ``durations[i]`` is that of ``done[i]``.
+
+    A worker inside a call that does not return cannot report what it finished before
+    it, so the report is reachable from its :class:`InFlight` (``slot.report``) and the
+    engine's watcher calls :meth:`hand_over` on it: what is finished so far is reported
+    from the watcher's thread, and the worker's next :meth:`flush` reports only what
+    came after. The worker appends to its lists without a lock (``list.append`` is
+    atomic), and a hand-over only reads a prefix of them; the two reports take the
+    report's lock, so each message is reported exactly once.
     """
 
     __slots__ = (
-        "_completions", "_report_at", "_slot", "_timed", "done", "durations", "failed",
-        "results", "retries",
+        "_completions", "_lock", "_report_at", "_sent", "_slot", "_timed", "done",
+        "durations", "failed", "results", "retries",
     )  # fmt: skip
 
     def __init__(self, completions: Completions, slot: InFlight, timed: bool) -> None:
         self._completions = completions
         self._slot = slot
         self._timed = timed
+        self._lock = threading.Lock()
+        self._sent = (0, 0, 0)
+        """How much of ``done`` (and ``durations``), ``failed`` and ``results`` a hand-over
+        reported already."""
         self.done: list[Message] = []
         self.failed: list[Failure] = []
         self.durations: list[float] = []
         self.retries: dict[str, int] = {}
         self.results: list[ResultGroup] = []
         self._report_at = time.monotonic() + REPORT_EVERY
+        slot.report = self
 
     def start(self, message: Message) -> None:
         """``message`` is about to run: report what is done if it is time, and note it."""
@@ -62,9 +77,45 @@ class RunReport:
         slot.message = message
 
     def flush(self) -> None:
-        self._completions.report(self.done, self.failed, self.durations, self.retries, self.results)
-        self.done, self.failed, self.durations, self.retries = [], [], [], {}
-        self.results = []
+        """Report everything noted and not reported yet (the worker's own thread)."""
+        with self._lock:
+            done, failed, results = self._sent
+            if done or failed or results:
+                self._completions.report(
+                    self.done[done:],
+                    self.failed[failed:],
+                    self.durations[done:],
+                    self.retries,
+                    self.results[results:],
+                )
+                self._sent = (0, 0, 0)
+            else:
+                self._completions.report(
+                    self.done, self.failed, self.durations, self.retries, self.results
+                )
+            self.done, self.failed, self.durations, self.retries = [], [], [], {}
+            self.results = []
+
+    def hand_over(self) -> int:
+        """Report, from another thread, what the worker finished and has not reported (it
+        is inside a long call); how many messages that was. See the class docs."""
+        with self._lock:
+            done, failed, results = self._sent
+            upto = len(self.done)
+            if self._timed:  # only the messages whose handler time is noted already
+                upto = min(upto, len(self.durations))
+            new_failed, new_results = len(self.failed), len(self.results)
+            count = upto - done + new_failed - failed + new_results - results
+            if count:
+                self._completions.report(
+                    self.done[done:upto],
+                    self.failed[failed:new_failed],
+                    self.durations[done:upto],
+                    None,
+                    self.results[results:new_results],
+                )
+                self._sent = (upto, new_failed, new_results)
+            return count
 
     def finished(self, message: Message, records: Records) -> None:
         """``message`` is done, with the results its handler returned."""
@@ -119,9 +170,24 @@ class RunReport:
             self._time(time.monotonic())
         self._slot.message = None
         self.flush()
+        self._slot.report = None
 
     def _time(self, now: float) -> None:
         """The message that just ran took until ``now``: note it if it finished."""
         slot, done = self._slot, self.done
         if done and done[-1] is slot.message:
             self.durations.append(now - slot.since)
+
+
+def hand_over_slow(slots: Iterable[InFlight], now: float) -> int:
+    """Report what each worker finished before a call that has run ``REPORT_EVERY``
+    seconds or more by ``now`` (see :meth:`RunReport.hand_over`); how many messages that
+    was. An engine's watcher calls it, so that a call that never returns does not keep
+    the messages its worker finished before it unreported (uncommitted, and counted
+    against ``max_buffered``)."""
+    handed = 0
+    for slot in slots:
+        report = slot.report
+        if report is not None and slot.message is not None and now - slot.since >= REPORT_EVERY:
+            handed += report.hand_over()
+    return handed

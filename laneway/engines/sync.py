@@ -6,9 +6,9 @@ import threading
 from collections import deque
 from collections.abc import Collection
 
-from laneway.engines.base import Completions, InFlight
+from laneway.engines.base import Completions, InFlight, read_while_changing
 from laneway.engines.invoker import Invoker
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting, waiting_of
 
 
 class SyncEngine:
@@ -27,6 +27,7 @@ class SyncEngine:
         self._completions: Completions | None = None
         self._running = 0
         self._unstarted: list[Message] = []
+        self._run: deque[Message] = deque()
         self._slot = InFlight()
 
     def start(self, completions: Completions) -> None:
@@ -38,7 +39,7 @@ class SyncEngine:
         if self._invoker.batch_size is not None:
             self._submit_batches(messages, self._invoker.batch_size, self._completions)
             return
-        run = deque(messages)
+        run = self._run = deque(messages)
         self._running = 1
         try:
             self._invoker.run(run, self._stop, self._completions, self._slot)
@@ -69,6 +70,11 @@ class SyncEngine:
         dropped = [m for m in self._unstarted if (m.topic, m.partition) in wanted]
         self._unstarted = [m for m in self._unstarted if (m.topic, m.partition) not in wanted]
         return dropped
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        """Everything fetched and not started waits: one message runs at a time."""
+        behind = read_while_changing(lambda: waiting_of(list(self._run)), Waiting())
+        return [behind for _ in messages]
 
     @property
     def worker_restarts(self) -> int:

@@ -8,11 +8,19 @@ import time
 from collections.abc import Collection, Hashable
 
 from laneway.engines.base import Completions, InFlight
-from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back_slow
+from laneway.engines.claims import (
+    Claim,
+    HandlerCost,
+    steal_claimed,
+    take_back_slow,
+    waiting_behind,
+)
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import UNORDERED_LANE, LaneScheduler, steal_half
-from laneway.options import Ordering
-from laneway.types import Message, PartitionId
+from laneway.engines.run_report import hand_over_slow
+from laneway.engines.stalled_calls import StalledCalls
+from laneway.options import NullKeys, Ordering
+from laneway.types import Message, PartitionId, Waiting
 
 WORK_PER_WORKER = 0.005
 """Seconds of queued work per running thread above which another thread is woken (so
@@ -59,9 +67,12 @@ class ThreadEngine:
     lanes, to run a dozen messages each, spent more time handing the GIL around than
     running handlers: 12-17% of the trivial Kafka benchmark). A watcher wakes one more
     thread whenever lanes are ready but no thread has claimed one for ``STALL_CHECK``
-    seconds, and gives back the unstarted lanes of a claim running longer than
-    :data:`~laneway.engines.claims.GIVE_BACK_AFTER`, so a slow key never holds up the
-    others.
+    seconds; it gives back the unstarted lanes of a claim running longer than
+    :data:`~laneway.engines.claims.GIVE_BACK_AFTER` and reports what a thread finished
+    before a call that has not returned since (:func:`~laneway.engines.run_report.hand_over_slow`),
+    so a slow key never holds up the others; and it replaces a thread whose call has run
+    past ``stall_timeout`` (see :mod:`laneway.engines.stalled_calls`), so that calls that
+    never return cannot take every thread.
     """
 
     def __init__(
@@ -71,17 +82,20 @@ class ThreadEngine:
         concurrency: int,
         max_run: int = 256,
         batch_wait: float = 0.0,
+        stall_timeout: float | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._invoker = invoker
         self._batch_wait = batch_wait
         self._closed = threading.Event()
         self._concurrency = concurrency
-        self._scheduler = LaneScheduler(ordering, concurrency, max_run)
+        self._scheduler = LaneScheduler(ordering, concurrency, max_run, null_keys)
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._claims: dict[int, Claim] = {}
         """What each working thread claimed (its run is what it has not started)."""
         self._slots = [InFlight() for _ in range(concurrency)]
+        self._stalled = StalledCalls(concurrency, stall_timeout)
         self._started = False
         self._executing = 0
         self._cost = HandlerCost(max_run)
@@ -92,13 +106,8 @@ class ThreadEngine:
         self._invoker.lifecycle.open_now()
         self._started = True
         self._completions = completions
-        work = self._work if self._invoker.batch_size is None else self._work_batches
         for index in range(self._concurrency):
-            thread = threading.Thread(
-                target=work, args=(index,), name=f"laneway-thread-{index}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+            self._start_worker(index)
         watcher = threading.Thread(target=self._watch, name="laneway-thread-watch", daemon=True)
         watcher.start()
         self._threads.append(watcher)
@@ -132,6 +141,11 @@ class ThreadEngine:
     def running(self) -> list[tuple[Message, float]]:
         return [item for slot in self._slots if (item := slot.snapshot()) is not None]
 
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        with self._cond:
+            claims = list(self._claims.values())
+            return [waiting_behind(m, self._scheduler, claims) for m in messages]
+
     def close(self, timeout: float) -> None:
         with self._cond:
             self._closed.set()
@@ -146,13 +160,25 @@ class ThreadEngine:
             self._started = False
             self._invoker.lifecycle.close_now()
 
+    def _start_worker(self, index: int) -> None:
+        """Start a worker thread at ``index`` (a new one, or a stalled call's replacement)."""
+        work = self._work if self._invoker.batch_size is None else self._work_batches
+        thread = threading.Thread(
+            target=work, args=(index,), name=f"laneway-thread-{index}", daemon=True
+        )
+        if index >= len(self._slots):
+            self._slots.append(InFlight())
+        thread.start()
+        self._threads.append(thread)
+
     def _threads_to_wake(self) -> int:
         scheduler = self._scheduler
+        working = self._executing - self._stalled.count
         return threads_to_wake(
             scheduler.queued,
             scheduler.ready_lanes(),
-            self._executing,
-            self._concurrency - self._executing,
+            working,
+            self._concurrency - working,
             self._cost.low,
         )
 
@@ -161,10 +187,16 @@ class ThreadEngine:
             STALL_CHECK if self._executing or self._scheduler.queued else IDLE_CHECK
         ):
             with self._cond:
+                if self._closed.is_set():
+                    return
                 now = time.monotonic()
                 scheduler = self._scheduler
                 if scheduler.ordered and take_back_slow(self._claims.values(), scheduler, now):
                     self._cond.notify(scheduler.ready_lanes())
+                hand_over_slow(self._slots, now)
+                for index in self._stalled.replace(self._slots, now):
+                    self._threads = [t for t in self._threads if t.is_alive()]
+                    self._start_worker(index)
                 stalled = now - self._last_claim >= STALL_CHECK
                 if stalled and self._scheduler.has_ready():
                     self._cond.notify()
@@ -178,10 +210,11 @@ class ThreadEngine:
                 if claim is not None:
                     cost.record(time.monotonic() - claim.started, claim.ran())
                     scheduler.release_all(claim.lanes)
-                    self._executing -= 1
-                    if not self._executing:
-                        self._completions.wake()  # a drain waits for in_flight == 0
+                    self._finished_call()
                     del self._claims[index]
+                    if self._stalled.retire(index):
+                        cond.notify()  # its replacement may be waiting for its lanes
+                        return
                 while True:
                     if self._closed.is_set():
                         return
@@ -213,11 +246,11 @@ class ThreadEngine:
             with cond:
                 if lanes:
                     scheduler.release_all(lanes)
-                    self._executing -= 1
-                    if not self._executing:
-                        self._completions.wake()  # a drain waits for in_flight == 0
+                    self._finished_call()
                     if scheduler.has_ready():
                         cond.notify()
+                    if self._stalled.retire(index):
+                        return
                 claim = self._claim_batch(size)
                 if claim is None:
                     return
@@ -225,6 +258,12 @@ class ThreadEngine:
                 self._executing += 1
                 self._last_claim = time.monotonic()
             self._invoker.run_batch(batch, self._closed, self._completions, slot)
+
+    def _finished_call(self) -> None:
+        """A worker is done with its claim (call with the lock held)."""
+        self._executing -= 1
+        if not self._executing:
+            self._completions.wake()  # a drain waits for in_flight == 0
 
     def _claim_batch(self, size: int) -> tuple[list[Hashable], list[Message]] | None:
         """Wait (holding the condition) for a batch worth claiming; ``None`` once closed."""

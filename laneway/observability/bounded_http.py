@@ -151,12 +151,17 @@ class BoundedRequest(BaseHTTPRequestHandler):
         except TimeoutError:
             self.close_connection = True
 
-    def reply(self, status: int, content_type: str, body: bytes) -> None:
-        """Send ``body`` as the whole answer, within what is left of the deadline."""
+    def reply(
+        self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        """Send ``body`` as the whole answer (with ``headers`` besides the content's), within
+        what is left of the deadline."""
         self.connection.settimeout(max(0.001, self.deadline - time.monotonic()))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 

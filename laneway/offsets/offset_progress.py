@@ -10,8 +10,8 @@ from operator import attrgetter
 from laneway.logs import get_logger
 from laneway.offsets.backlog import PartitionBacklog
 from laneway.offsets.partition import OwnedPartition
-from laneway.offsets.progress import OffsetCommitter, ProgressCounts, RecordEpochs
-from laneway.types import CommitPosition, Failure, Message, PartitionId
+from laneway.offsets.progress import OffsetCommitter, ProgressCounts
+from laneway.types import CommitPosition, Failure, Message, PartitionId, RecordEpochs
 
 log = get_logger(__name__)
 
@@ -39,7 +39,7 @@ class OffsetProgress:
     exactly as messages are fetched, and by the partition's average as they settle (see
     :meth:`OwnedPartition.unbuffer <laneway.offsets.partition.OwnedPartition.unbuffer>`).
 
-    With the source's :class:`~laneway.offsets.progress.RecordEpochs` (``epochs``), a
+    With the source's :class:`~laneway.types.RecordEpochs` (``epochs``), a
     finished offset restored from the commit metadata is skipped only for the record it was
     claimed about (its epoch), and a record fetched again below what a partition tracks,
     with another epoch, shows the log was cut and written again there: the partition
@@ -86,7 +86,8 @@ class OffsetProgress:
         figure or fresher by up to a ``commit_interval``: the offsets from its commit point on,
         less those known finished beyond it (read from the offset tracker's byte states, not
         by decoding metadata, so a sample costs microseconds per partition however fragmented
-        the finished offsets are). A partition the group never committed counts from where
+        the finished offsets are), with the runs of finished offsets beyond the commit point
+        and the first unfinished one. A partition the group never committed counts from where
         the consumer would commit now; one it has not read yet is left out, since where it
         starts is not known (``auto.offset.reset`` decides at the first fetch).
         """
@@ -101,8 +102,11 @@ class OffsetProgress:
             lag = max(0, end - (now if committed is None else committed))
             left = max(0, end - now) - tracker.finished_beyond_count
             backlog = min(lag, max(0, left))
+            runs, first = tracker.finished_runs, tracker.first_unfinished
             found.append(
-                PartitionBacklog(pid[0], pid[1], committed, end, lag, lag - backlog, backlog)
+                PartitionBacklog(
+                    pid[0], pid[1], committed, end, lag, lag - backlog, backlog, runs, first
+                )
             )
         return tuple(found)
 
@@ -158,6 +162,25 @@ class OffsetProgress:
                 partition.fenced(offsets)  # never to come back: not waited for
                 counts.buffered -= len(offsets)
                 counts.buffered_bytes -= partition.unbuffer(len(offsets))
+
+    def decline(self, messages: list[Message]) -> None:
+        counts = self._counts
+        for pid, offsets in _offsets_by_partition(messages).items():
+            partition = self._owned.get(pid)
+            if partition is None:
+                continue
+            counts.buffered -= len(offsets)
+            counts.buffered_bytes -= partition.unbuffer(len(offsets))
+            partition.tracker.declined(offsets)
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        found: dict[PartitionId, tuple[int, int]] = {}
+        for pid, partition in self._owned.items():
+            tracker = partition.tracker
+            first = tracker.declined_first
+            if first is not None:
+                found[pid] = first, tracker.fetch_head
+        return found
 
     def failed(self, failures: list[Failure]) -> list[Failure]:
         """Engines retried in place already: every failure is given up."""

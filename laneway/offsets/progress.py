@@ -20,12 +20,11 @@ Every method runs on the consumer's control thread.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from laneway.offsets.backlog import PartitionBacklog
-from laneway.offsets.claim_epochs import EpochRuns
 from laneway.types import CommitPosition, Failure, Message, PartitionId
 
 
@@ -67,19 +66,6 @@ class OffsetCommitter(Protocol):
         """Commit synchronously; raises :class:`laneway.errors.SourceError` if it failed."""
 
 
-class RecordEpochs(Protocol):
-    """The epochs the records of a source's last poll were written in: Kafka's leader epochs,
-    the embedded log's generations. An :class:`~laneway.offsets.offset_progress.OffsetProgress`
-    given one checks the finished offsets restored from commit metadata against them and
-    writes them into the metadata it commits (see :mod:`laneway.offsets.tracker`)."""
-
-    def runs(self, start: int, messages: Sequence[Message]) -> EpochRuns | None:
-        """The epochs of ``messages``, which are items ``start`` to ``start + len - 1`` of
-        the list the last ``poll`` returned, all of one partition: ``(first offset, epoch)``
-        runs in the order given, or ``None`` when they are not known (then claims with an
-        epoch are not honoured: the records are processed again)."""
-
-
 class Progress(Protocol):
     """Follows every fetched message of a consumer until its completion is durable.
 
@@ -111,6 +97,17 @@ class Progress(Protocol):
 
     def unstarted(self, messages: list[Message]) -> None:
         """Dispatched messages an engine gave back without running them."""
+
+    def decline(self, messages: list[Message]) -> None:
+        """Messages :meth:`accept` returned to dispatch that the consumer does not keep (a
+        hot key's excess): no longer buffered, not finished, delivered again later (a
+        partition read again from an earlier offset dispatches them)."""
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        """Per owned partition holding declined messages: the lowest of their offsets (where
+        to read it again from: every offset fetched below it that is not declined is
+        skipped when fetched again, so reading from there loses nothing) and the next
+        offset it would fetch (up to where reading again is reading again)."""
 
     def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
         """Messages done with: ``finished`` by their handler, ``given_up`` after their last

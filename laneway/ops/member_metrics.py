@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from laneway.errors import ConfigError
 from laneway.metrics import Metric
@@ -30,6 +30,8 @@ _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 COUNTERS = (Metric.MESSAGES_PROCESSED, Metric.MESSAGES_FAILED, Metric.DEAD_LETTERS)
 GAUGES = (Metric.IN_FLIGHT, Metric.BUFFERED, Metric.PAUSED_PARTITIONS)
+_HOT_ID = Metric.HOT_KEY_ID.value
+_HOT_MESSAGES = Metric.HOT_KEY_MESSAGES.value
 
 
 def check_url(url: str) -> str:
@@ -37,14 +39,22 @@ def check_url(url: str) -> str:
     ``/metrics`` when it has no path (``127.0.0.1:9108`` is
     ``http://127.0.0.1:9108/metrics``); anything but http(s) is a ConfigError naming
     ``--metrics``."""
-    full = url if "://" in url else f"http://{url}"
-    parts = urlsplit(full)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"--metrics {url!r} is not valid; expected a member's metrics address, e.g. "
-            "127.0.0.1:9108/metrics (http unless it says https)"
-        )
+    parts = http_address(
+        url,
+        "--metrics",
+        "a member's metrics address, e.g. 127.0.0.1:9108/metrics (http unless it says https)",
+    )
+    full = parts.geturl()
     return full if parts.path not in ("", "/") else f"{parts.scheme}://{parts.netloc}/metrics"
+
+
+def http_address(url: str, option: str, expected: str) -> SplitResult:
+    """``url`` split, ``http://`` assumed when it has no scheme; anything but http(s) with a
+    host is a ConfigError naming ``option`` and what is ``expected``."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{option} {url!r} is not valid; expected {expected}")
+    return parts
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,10 @@ class MemberFigures:
     totals: Mapping[Metric, float] = field(default_factory=dict)
     oldest: Mapping[PartitionId, float] = field(default_factory=dict)
     failures: Mapping[str, str] = field(default_factory=dict)
+    waiting: Mapping[PartitionId, float] = field(default_factory=dict)
+    """Per partition, the messages waiting for a stalled call (summed over members)."""
+    hot_keys: tuple[tuple[int, float], ...] = ()
+    """The hottest keys of every member, ``(key id, messages)``, most messages first."""
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -80,6 +94,8 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
     ``failures`` and left out of the sums."""
     totals: dict[Metric, float] = {}
     oldest: dict[PartitionId, float] = {}
+    waiting: dict[PartitionId, float] = {}
+    hot: dict[int, float] = {}
     failures: dict[str, str] = {}
     answered = 0
     wanted = {metric.value: metric for metric in (*COUNTERS, *GAUGES)}
@@ -91,14 +107,38 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
             failures[url] = str(getattr(error, "reason", error))
             continue
         answered += 1
-        for name, labels, value in parse(text):
+        samples = parse(text)
+        _hot_keys(samples, hot)
+        for name, labels, value in samples:
             metric = wanted.get(name)
             if metric is not None:
                 totals[metric] = totals.get(metric, 0.0) + value
-            elif name == Metric.OLDEST_UNFINISHED.value and "topic" in labels:
-                try:
-                    pid = (labels["topic"], int(labels.get("partition", "")))
-                except ValueError:
-                    continue
+                continue
+            pid = _partition(labels)
+            if pid is None:
+                continue
+            if name == Metric.OLDEST_UNFINISHED.value:
                 oldest[pid] = max(oldest.get(pid, 0.0), value)
-    return MemberFigures(answered, totals, oldest, failures)
+            elif name == Metric.STALLED_WAITING.value:
+                waiting[pid] = waiting.get(pid, 0.0) + value
+    hottest = tuple(sorted(hot.items(), key=lambda item: -item[1]))
+    return MemberFigures(answered, totals, oldest, failures, waiting, hottest)
+
+
+def _hot_keys(samples: list[tuple[str, dict[str, str], float]], hot: dict[int, float]) -> None:
+    """Add one member's hot keys (its ``laneway_hot_key_*`` gauges by rank) to ``hot``."""
+    ids = {labels.get("rank"): value for name, labels, value in samples if name == _HOT_ID}
+    for name, labels, value in samples:
+        key = ids.get(labels.get("rank"))
+        if name == _HOT_MESSAGES and key and value > 0:
+            hot[int(key)] = hot.get(int(key), 0.0) + value
+
+
+def _partition(labels: Mapping[str, str]) -> PartitionId | None:
+    """The partition a sample's labels name, or ``None``."""
+    if "topic" not in labels:
+        return None
+    try:
+        return labels["topic"], int(labels.get("partition", ""))
+    except ValueError:
+        return None

@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
-from laneway.types import CommitPosition, PartitionId
+from laneway.types import CommitPosition, PartitionId, RecordEpochs
 
 
 class Transaction(Protocol):
@@ -52,5 +51,5 @@ class Transaction(Protocol):
     @property
     def record_epochs(self) -> RecordEpochs | None:
         """The epochs of the records its source polls (see
-        :class:`~laneway.offsets.progress.RecordEpochs`), for the progress that commits
+        :class:`~laneway.types.RecordEpochs`), for the progress that commits
         through this transaction; ``None`` when the source has none."""

@@ -1,11 +1,13 @@
 """``/livez`` and ``/readyz`` over HTTP, from a consumer's :class:`~laneway.health.Health`,
-and ``/backlog``, its :class:`~laneway.control.backlog.Backlog` (an autoscaling signal)."""
+``/backlog``, its :class:`~laneway.control.backlog.Backlog` (an autoscaling signal), and
+its status page, ``/status`` and ``/status.json`` (see :mod:`laneway.status`)."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from laneway.control.backlog import Backlog
 from laneway.errors import ConfigError
@@ -17,6 +19,10 @@ from laneway.observability.bounded_http import (
     BoundedRequest,
     BoundedServer,
 )
+from laneway.status.page import PATHS, send_document, send_page
+
+if TYPE_CHECKING:
+    from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
 
@@ -26,8 +32,10 @@ class HealthServer:
     ``GET /readyz`` (200 when it is connected and nothing is stalled, else 503 with a JSON
     body naming the reason and the stalled messages' positions) and, given ``backlog``,
     ``GET /backlog`` (always 200: the JSON of :meth:`Backlog.as_json
-    <laneway.control.backlog.Backlog.as_json>`, for KEDA's metrics-api scaler) on
-    ``host:port``, from a thread of its own. Port 0 picks a free port (see :attr:`port`).
+    <laneway.control.backlog.Backlog.as_json>`, for KEDA's metrics-api scaler) and, given
+    ``status``, the status page ``GET /status`` and its JSON ``GET /status.json`` (see
+    :class:`~laneway.status.member.MemberStatus`) on ``host:port``, from a thread of its
+    own. Port 0 picks a free port (see :attr:`port`).
 
     Secure by default: it listens on 127.0.0.1 (``host="0.0.0.0"`` or ``"::"`` for every
     interface, e.g. in a container probed from outside) and shows message keys only with
@@ -46,10 +54,14 @@ class HealthServer:
         max_connections: int = MAX_CONNECTIONS,
         timeout: float = REQUEST_TIMEOUT,
         backlog: Callable[[], Backlog] | None = None,
+        status: MemberStatus | None = None,
     ) -> None:
         self._health = health
         self._backlog = backlog
+        self._status = status
         self._paths = ("/livez", "/readyz") + (() if backlog is None else ("/backlog",))
+        if status is not None:
+            self._paths += PATHS
         self._show_keys = show_keys
         server = self
 
@@ -79,6 +91,8 @@ class HealthServer:
         return self._server.active
 
     def start(self) -> None:
+        if self._status is not None:
+            self._status.start()
         self._thread.start()
         host = self._server.server_address[0]
         log.info("health probes on %s port %d: %s", host, self.port, " ".join(self._paths))
@@ -86,6 +100,8 @@ class HealthServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self._status is not None:
+            self._status.stop()
 
     def _answer(self, request: BoundedRequest) -> None:
         path = request.path.split("?", 1)[0]
@@ -95,6 +111,12 @@ class HealthServer:
             return
         if path == "/backlog" and self._backlog is not None:
             self._send(request, 200, self._backlog().as_json())
+            return
+        if path == "/status" and self._status is not None:
+            send_page(request)
+            return
+        if path == "/status.json" and self._status is not None:
+            send_document(request, self._status.document())
             return
         health = self._health()
         ok = health.live if path == "/livez" else health.ready

@@ -37,7 +37,9 @@ class SourceCapabilities:
     own and takes a bound on that through ``bound_prefetch()`` before it is opened.
     ``waits``: what the source reads may be missing for a while (a topic not created yet,
     or deleted while consuming); ``waiting_for()`` says what, and the consumer is not
-    ready meanwhile.
+    ready meanwhile. ``rewinds``: ``rewind()`` reads partitions again from an earlier
+    offset, so messages fetched but not kept (a hot key's excess beyond
+    ``max_buffered_per_key``) are read again later instead of being held in memory.
     """
 
     orderings: frozenset[Ordering] = frozenset(Ordering)
@@ -48,6 +50,7 @@ class SourceCapabilities:
     transactions: bool = False
     prefetches: bool = False
     waits: bool = False
+    rewinds: bool = False
 
 
 class RebalanceListener(Protocol):
@@ -149,6 +152,16 @@ class WaitingSource(Source, Protocol):
     def waiting_for(self) -> str:
         """What the source waits for, as the reason ``Consumer.health()`` gives for not
         being ready ('' when nothing is missing). Safe to call from any thread."""
+
+
+class RewindingSource(Source, Protocol):
+    """A source whose capabilities declare ``rewinds``: it can read a partition again."""
+
+    def rewind(self, positions: Mapping[PartitionId, int]) -> None:
+        """Fetch each owned partition of ``positions`` again from that offset (others are
+        ignored); what was fetched beyond it comes again too. Raises
+        :class:`laneway.errors.SourceError` when the source refuses (the caller tries
+        again later)."""
 
 
 class PrefetchingSource(Source, Protocol):

@@ -7,7 +7,8 @@ source has the members of :class:`~laneway.sources.base.Source`; a source declar
 ``transactions`` also has ``transaction()``
 (:class:`~laneway.sources.base.TransactionalSource`), one declaring ``prefetches``
 also has ``bound_prefetch()`` (:class:`~laneway.sources.base.PrefetchingSource`) and one
-declaring ``waits`` also has ``waiting_for()`` (:class:`~laneway.sources.base.WaitingSource`).
+declaring ``waits`` also has ``waiting_for()`` (:class:`~laneway.sources.base.WaitingSource`)
+and one declaring ``rewinds`` has ``rewind()`` (:class:`~laneway.sources.base.RewindingSource`).
 :func:`check_source` verifies all of it and refuses options the source cannot honour (an
 ordering it cannot keep, ``exactly_once`` without transactions); :func:`engine_config`
 adapts the options engines run with (a source that retries by redelivery gets one attempt
@@ -23,6 +24,7 @@ from laneway.errors import ConfigError
 from laneway.options import Ordering
 from laneway.sources.base import (
     PrefetchingSource,
+    RewindingSource,
     Source,
     SourceCapabilities,
     TransactionalSource,
@@ -37,6 +39,7 @@ _DECLARED = {
     "transactions": tuple(n for n in vars(TransactionalSource) if not n.startswith("_")),
     "prefetches": tuple(n for n in vars(PrefetchingSource) if not n.startswith("_")),
     "waits": tuple(n for n in vars(WaitingSource) if not n.startswith("_")),
+    "rewinds": tuple(n for n in vars(RewindingSource) if not n.startswith("_")),
 }
 
 

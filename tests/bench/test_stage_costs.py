@@ -55,7 +55,7 @@ WORKER_START = WORKER + "thread (200): MainThread;<module> (<string>:1);_find_an
 WORKER_SERVING = stack(
     frame("worker_main", "engines/process/worker.py"),
     frame("_serve", "engines/process/worker.py"),
-    frame("Invoker.run_rows", "engines/invoker.py"),
+    frame("run_rows", "engines/process/rows.py"),
     prefix=WORKER + "thread (200): MainThread;",
 )
 ENGINE_THREAD = stack(

@@ -20,7 +20,8 @@ class TestAsyncEngine(IndependentLanes, BoundedClose):
 
 class TestProcessEngine(BoundedClose):
     """Lanes pinned to one worker run one after another: a slow key delays the keys that
-    share its worker, by design (worker-local per-key state stays safe)."""
+    share its worker until it is detached (after DETACH_AFTER; the bound is checked by
+    test_misbehaving_process.py, not by IndependentLanes' one second)."""
 
     engine = "process"
     concurrency = 2

@@ -85,7 +85,10 @@ def test_a_slow_key_does_not_stall_the_others(
     make_topic: Callable[[str, int], LogTopic],
 ) -> None:
     topic = make_topic(source_kind, 2)
-    records: list[Record] = [(b"slow", b"1500")]
+    # The process engine detaches a worker stuck in one call after DETACH_AFTER (1 s) and
+    # starts a fresh one for its other lanes: its slow call must outlast that.
+    slow_ms = b"4000" if engine == "process" else b"1500"
+    records: list[Record] = [(b"slow", slow_ms)]
     records += [(f"key-{i % 30}".encode(), b"1") for i in range(300)]
     topic.produce(records)
     consumer = laneway.Consumer(
@@ -101,10 +104,6 @@ def test_a_slow_key_does_not_stall_the_others(
     calls = recording.read_calls(record_dir)
     slow = next(c for c in calls if c.key == b"slow".hex())
     others = [c for c in calls if c.key != b"slow".hex()]
-    if engine == "process":
-        # A lane is pinned to one worker process; keys on the other worker go on.
-        others = [c for c in others if c.pid != slow.pid]
-        assert others, "no key landed on the other worker"
     finished_meanwhile = [c for c in others if c.end < slow.end]
     assert len(finished_meanwhile) == len(others), "other keys waited for the slow one"
 

@@ -13,7 +13,7 @@ and are stopped with SIGTERM, and the report says:
 * p50/p99/max latency (produce -> done) of the records produced in each 5 minutes;
 * RSS per member over time, and member 0's growth after a 5-minute warm-up (<= 10%).
 
-Bootstrap: ``LANEWAY_KAFKA_CLUSTER`` (``scripts/with-services kafka-cluster`` sets it).
+Bootstrap: ``LANEWAY_CLUSTER`` (``scripts/with-services kafka-cluster`` sets it).
 ``LANEWAY_SOAK_MINUTES`` shortens it (the kill and restart periods scale with it). The
 report goes to stdout and, as JSON, to ``.soak/report.json``; exits 1 unless nothing was
 lost and member 0 grew at most 10%.
@@ -151,7 +151,7 @@ def percentile(values: list[int], q: float) -> int:
 
 
 def main() -> int:
-    bootstrap = os.environ["LANEWAY_KAFKA_CLUSTER"]
+    bootstrap = os.environ["LANEWAY_CLUSTER"]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = ROOT / ".soak" / stamp
     out.mkdir(parents=True)

@@ -30,7 +30,7 @@ class PrivateBroker:
             (root / ".kafka" / "libs").symlink_to(libs)
         self.address = ""
         self.features = features
-        """Feature levels for its storage (``LANEWAY_KAFKA_FEATURES``), e.g.
+        """Feature levels for its storage (``LANEWAY_BROKER_FEATURES``), e.g.
         ``group.version=0``: a broker without KIP-848's consumer group protocol."""
 
     def pid(self) -> int:
@@ -44,5 +44,5 @@ class PrivateBroker:
             text=True,
             timeout=timeout,
             check=False,
-            env={**os.environ, "KAFKA_HEAP_OPTS": HEAP, "LANEWAY_KAFKA_FEATURES": self.features},
+            env={**os.environ, "KAFKA_HEAP_OPTS": HEAP, "LANEWAY_BROKER_FEATURES": self.features},
         )

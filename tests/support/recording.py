@@ -36,11 +36,12 @@ class Call:
     end: float
 
 
-def _write(message: Message, start: float) -> None:
+def _write(message: Message, start: float, under: str = "") -> None:
+    """Record a call (``under``: a subfolder of the record folder, for a second consumer)."""
     end = time.monotonic()
     key = "-" if message.key is None else message.key.hex()
     line = f"{message.partition} {key} {message.offset} {os.getpid()} {start!r} {end!r}\n"
-    where = (os.environ[RECORD_DIR], os.getpid())
+    where = (str(Path(os.environ[RECORD_DIR]) / under), os.getpid())
     with _lock:
         out = _files.get(where)
         if out is None:

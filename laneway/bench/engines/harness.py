@@ -27,7 +27,7 @@ from pyinstrument.renderers import ConsoleRenderer
 from rich.progress import Progress, TaskID
 
 import laneway
-from laneway.bench.engines.instrumentation import instrument
+from laneway.bench.engines.instrumentation import STATUS, instrument, status_page
 from laneway.bench.engines.pipelines import (
     BATCH,
     BULK_WORK,
@@ -211,6 +211,8 @@ class Harness:
                 value_deserializer=self.value_deserializer,
                 **consumer_options(twin, self.batch_size),
             )
+            if spec.instrument == STATUS:
+                stack.enter_context(status_page(consumer))
             return self._measure(spec, prepared, task, consumer, sink, directory, closer)
 
     def _measure(

@@ -5,22 +5,30 @@ backend, not served: the cost of keeping the metrics, not of scraping them),
 ``<engine>+otel-metrics`` (an :class:`OpenTelemetryMetrics` backend on the SDK with an
 in-memory reader that is never read: the cost of recording) or
 ``<engine>+tracing`` (the OpenTelemetry SDK with a batch span processor whose exporter
-drops the spans: the cost of making them), run right after it, so their ratio is
-measured side by side. Tracing covers the in-process engines: process-engine workers
-would need their own SDK set-up.
+drops the spans: the cost of making them) or ``<engine>+status`` (the status page served
+as ``laneway run`` serves it, its history sampled every second, and ``/status.json`` read
+every second as an open page reads it: the cost of keeping and showing the page's data),
+run right after it, so their ratio is measured side by side. Tracing covers the in-process
+engines: process-engine workers would need their own SDK set-up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
+import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from laneway.bench.engines.pipelines import RESULTS
+from laneway.consumer import Consumer
 from laneway.metrics import NO_METRICS, Metrics
 
-INSTRUMENTS = ("metrics", "otel-metrics", "tracing")
+STATUS = "status"
+INSTRUMENTS = ("metrics", "otel-metrics", "tracing", STATUS)
+PAGE_READ_EVERY = 1.0
+"""Seconds between two reads of ``/status.json`` in the status twin (the page's own rate)."""
 
 
 def instrumented(engine: str, instruments: Sequence[str]) -> list[str]:
@@ -58,6 +66,34 @@ def instrument(name: str) -> Iterator[Metrics]:
             yield NO_METRICS
     else:
         yield NO_METRICS
+
+
+@contextlib.contextmanager
+def status_page(consumer: Consumer) -> Iterator[None]:
+    """``consumer``'s status page on a free loopback port, as ``laneway run`` serves it,
+    and a reader of ``/status.json`` every :data:`PAGE_READ_EVERY` seconds (an open page)."""
+    from laneway.service.health_server import HealthServer
+    from laneway.status.member import MemberStatus
+
+    status = MemberStatus(consumer)
+    server = HealthServer(consumer.health, 0, backlog=consumer.backlog, status=status)
+    server.start()
+    stop = threading.Event()
+    url = f"http://127.0.0.1:{server.port}/status.json"
+
+    def read() -> None:
+        while not stop.wait(PAGE_READ_EVERY):
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as answer:
+                answer.read()
+
+    reader = threading.Thread(target=read, name="laneway-bench-page", daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        reader.join(10.0)
+        server.stop()
 
 
 @contextlib.contextmanager

@@ -154,6 +154,10 @@ SHARE_SCENARIO = "share"
 group against a classic consumer group, and the share source against a bare loop. It is
 not expanded into engine runs, and runs only when named in ``--scenarios``."""
 
+SKEW_SCENARIO = "skew"
+"""Hot keys contained and tenants served in turn (:mod:`laneway.bench.skew.scenario`): its
+own tables, not engine rows; run only when named."""
+
 LOAD_SCENARIOS: Mapping[str, str] = {
     "spike": "N requests produced at once while the consumers run, a real PostgreSQL "
     "transaction each (seed 004): sell-out time and produce -> done latency per topology",
@@ -163,7 +167,7 @@ LOAD_SCENARIOS: Mapping[str, str] = {
 """Open-loop scenarios on Kafka and PostgreSQL (:mod:`laneway.bench.load.bench`): run by
 topology (``--topologies``), not by engine, and only when asked for by name."""
 
-ALL_SCENARIOS = (*SCENARIOS, SHARE_SCENARIO, *LOAD_SCENARIOS)
+ALL_SCENARIOS = (*SCENARIOS, SHARE_SCENARIO, SKEW_SCENARIO, *LOAD_SCENARIOS)
 """Every scenario ``--scenarios`` accepts."""
 
 SPIKE_REQUESTS = 1_000
@@ -297,7 +301,7 @@ def plan(
     ordered_engines = [e for e in ENGINES if e in engines]
     runs: list[RunSpec] = []
     for name in names:
-        if name in (MEMBERS, SHARE_SCENARIO):
+        if name in (MEMBERS, SHARE_SCENARIO, SKEW_SCENARIO):
             continue  # laneway.bench.members.scenario and laneway.bench.share.scenario run these
         grid = overrides.apply(SCENARIOS[name])
         for variant in variants(grid):

@@ -68,6 +68,8 @@ MODULE_STAGES: tuple[tuple[str, str], ...] = (
     ("engines/lanes.py", LANES),
     ("engines/process/placement.py", LANES),
     ("engines/process/reply.py", HANDLER),
+    ("engines/process/rows.py", HANDLER),
+    ("engines/process/revocable.py", HANDLER),
     ("engines/process/", DISPATCH),
     ("engines/sync.py", DISPATCH),
     ("engines/thread.py", DISPATCH),

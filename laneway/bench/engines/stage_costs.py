@@ -46,10 +46,11 @@ it), unless a frame further out says otherwise; the first rule that matches wins
   ``types``; the bare Kafka loop's ``consume()`` line.
 * *lane assignment*: ``engines/lanes``, ``engines/process/placement``.
 * *dispatch*: ``engines/sync``, ``thread``, ``async_engine`` (and asyncio's loop under it),
-  ``event_loops``, ``engines/process/*`` but ``reply`` (batching, pickling and pipes, on
-  both sides).
+  ``event_loops``, ``engines/process/*`` but ``reply``, ``rows`` and ``revocable``
+  (batching, pickling and pipes, on both sides).
 * *handler call/completion*: the rest of ``engines/*`` (invoker, attempts, ``Completions``,
-  admission, circuit), ``process/reply``, ``results``, ``retry``, the handler itself.
+  admission, circuit), ``process/reply``, ``rows`` and ``revocable`` (a worker running a
+  batch's rows), ``results``, ``retry``, the handler itself.
 * *offset tracking*: ``offsets/*``.
 * *control loop*: any other laneway module (``control/plane``, ``backpressure``,
   ``stopping``, ``codecs``, ``consumer``).

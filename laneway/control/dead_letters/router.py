@@ -15,6 +15,7 @@ from laneway.results import Produce
 from laneway.retry import RetryQueue
 from laneway.serde.decoding import as_read
 from laneway.sources.base import Source
+from laneway.stats import FailureNote
 from laneway.types import Failure, Header, Message, PartitionId
 
 log = get_logger("laneway.dead_letters")
@@ -89,6 +90,11 @@ class DeadLetterRouter:
     def pending(self) -> int:
         """Failed messages not settled yet."""
         return self._unsettled_callbacks + self._writes.pending
+
+    @property
+    def recent(self) -> tuple[FailureNote, ...]:
+        """The latest messages settled as failed, oldest first (see :class:`FailureLog`)."""
+        return tuple(self._log.recent)
 
     @property
     def write_errors(self) -> int:

@@ -25,6 +25,12 @@ class TokenBucket:
         self._credit = max(1.0, rate * BURST_SECONDS) * self._interval
         self._next: float | None = None
 
+    def due(self, now: float) -> float:
+        """Seconds until a start booked now could go (0: at once), booking nothing."""
+        earliest = now - self._credit + self._interval
+        booked = earliest if self._next is None or self._next < earliest else self._next
+        return max(0.0, booked - now)
+
     def reserve(self, now: float) -> float:
         """Book one start; return the seconds to wait before it (0: start now)."""
         earliest = now - self._credit + self._interval

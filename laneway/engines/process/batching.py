@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
+from laneway.engines.lanes import lane_function
 from laneway.engines.process.slot import Batch, Slot, WorkerProcess
-from laneway.options import Ordering
+from laneway.options import NullKeys, Ordering
 from laneway.types import Message
 
 MAX_BATCH = 512  # most messages per batch; fewer when queued work is split across workers
@@ -33,10 +34,20 @@ class Batcher:
     """Cuts the queues of a process engine's slots into batches for their workers (see
     the module docs), learning from the workers' replies how long a message runs."""
 
-    __slots__ = ("_batch_size", "_batch_wait", "_filling", "_next_id", "_per_message", "_unordered")
+    __slots__ = (
+        "_batch_size", "_batch_wait", "_filling", "_lane_of", "_next_id", "_per_message",
+        "_unordered",
+    )  # fmt: skip
 
-    def __init__(self, ordering: Ordering, batch_size: int | None, batch_wait: float) -> None:
+    def __init__(
+        self,
+        ordering: Ordering,
+        batch_size: int | None,
+        batch_wait: float,
+        null_keys: NullKeys = NullKeys.PARTITION,
+    ) -> None:
         self._unordered = ordering is Ordering.UNORDERED
+        self._lane_of = lane_function(ordering, null_keys)
         self._batch_size = batch_size
         self._batch_wait = batch_wait
         self._filling: dict[int, float] = {}  # id(queue) -> when it last became non-empty
@@ -76,16 +87,32 @@ class Batcher:
                 share = places if self._unordered else free
                 places -= 1
                 size = min(cap, math.ceil(len(queue) / share))
-                if size >= len(queue):
-                    messages = list(queue)
-                    queue.clear()
-                else:
-                    messages = [queue.popleft() for _ in range(size)]
+                messages = self._take(queue, size, slot.held)
+                if not messages:
+                    continue
                 batch = Batch(self._next_id, messages)
                 self._next_id += 1
                 slot.outstanding.append(batch)
                 plan.append((worker, batch))
         return plan
+
+    def _take(self, queue: deque[Message], size: int, held: set[Hashable]) -> list[Message]:
+        """Up to ``size`` messages from the front of ``queue``, leaving those of ``held``
+        lanes (a detached worker still runs them) where they are."""
+        if not held or self._lane_of is None:
+            if size >= len(queue):
+                whole = list(queue)
+                queue.clear()
+                return whole
+            return [queue.popleft() for _ in range(size)]
+        lane_of = self._lane_of
+        messages: list[Message] = []
+        kept: list[Message] = []
+        while queue and len(messages) < size:
+            message = queue.popleft()
+            (kept if lane_of(message) in held else messages).append(message)
+        queue.extendleft(reversed(kept))
+        return messages
 
     def filled_in(self, slots: Sequence[Slot], now: float) -> list[float]:
         """Seconds until each queue that is filling up may be shipped anyway."""
@@ -119,7 +146,8 @@ class Batcher:
 
 
 def _open(slot: Slot) -> int:
-    """Batches the slot's worker can take now."""
-    if slot.worker is None or not slot.worker.ready:
+    """Batches the slot's worker can take now (none while it is asked for what it has not
+    started)."""
+    if slot.worker is None or not slot.worker.ready or slot.asking:
         return 0
     return PIPELINE - len(slot.outstanding)

@@ -44,37 +44,34 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from multiprocessing.util import Finalize
 from typing import cast
 
 from laneway.engines.admission.gate import Limits
 from laneway.engines.attempts import AttemptHook
-from laneway.engines.base import Completions
+from laneway.engines.base import Completions, read_while_changing
 from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.lanes import lane_function
 from laneway.engines.process.batching import Batcher
+from laneway.engines.process.detaching import LOOK_EVERY, Detached, Detacher, waiting_behind
 from laneway.engines.process.placement import LanePlacement
+from laneway.engines.process.pool import START_TIMEOUT, Waitable, WorkerPool
+from laneway.engines.process.reply import BatchResult
 from laneway.engines.process.slot import (
-    OPEN_FAILED,
     Harvest,
     Slot,
     WorkerProcess,
-    decode_reply,
-    kill_all,
-    stop_all,
 )
+from laneway.engines.process.worker import MOVED_ON, REVOKED
+from laneway.engines.stalled_calls import REPLACED_PER_WORKER
 from laneway.errors import HandlerImportError, LanewayError
 from laneway.logs import get_logger
-from laneway.options import Ordering, whole_number
+from laneway.options import NullKeys, Ordering, whole_number
 from laneway.retry import RetryPolicy
-from laneway.types import Message, PartitionId
+from laneway.types import Message, PartitionId, Waiting
 
 log = get_logger(__name__)
-
-START_TIMEOUT = 60.0  # seconds start() waits for every worker to import the handler
-
-_Waitable = Connection | int
 
 
 class ProcessEngine:
@@ -107,10 +104,11 @@ class ProcessEngine:
         batch_size: int | None = None,
         batch_wait: float = 0.0,
         limits: Limits | None = None,
+        null_keys: NullKeys = NullKeys.PARTITION,
     ) -> None:
         self._handler = handler
         self._batch_size = batch_size
-        self._batcher = Batcher(ordering, batch_size, batch_wait)
+        self._batcher = Batcher(ordering, batch_size, batch_wait, null_keys)
         self._hooks = tuple(hooks)
         self._timed = timed
         self._limits = limits
@@ -118,6 +116,7 @@ class ProcessEngine:
         self._policy = policy if policy is not None else RetryPolicy(max_retries=0)
         timeout = self._policy.timeout
         self._tick = 1.0 if timeout is None else min(max(timeout / 4, 0.005), 1.0)
+        self._busy_tick = min(self._tick, LOOK_EVERY)
         self._ctx = multiprocessing.get_context("spawn")
         shared: deque[Message] = deque()
         self._slots = [
@@ -131,13 +130,14 @@ class ProcessEngine:
         self._wake_pending = False
         self._in_flight = 0
         self._restarts = 0
-        lane_of = lane_function(ordering)
+        lane_of = lane_function(ordering, null_keys)
         self._placement = (
             None if lane_of is None or self._n == 1 else LanePlacement(self._n, lane_of)
         )
-        self._waitables: dict[_Waitable, Slot] = {}
+        self._lane_of = lane_of
+        self._detacher = Detacher(REPLACED_PER_WORKER * self._n, lane_of, self._policy)
+        self._pool = WorkerPool(self._slots, self._ctx, self._policy, self._detacher)
         self._reader: threading.Thread | None = None
-        self._leftovers = _Leftovers(self._slots)
         self._at_exit: Finalize[None] | None = None
         self._started = self._closing = self._stopping = self._closed = False
 
@@ -148,12 +148,22 @@ class ProcessEngine:
 
     @property
     def worker_restarts(self) -> int:
-        """How many times a dead (or timed-out) worker process was replaced."""
-        return self._restarts
+        """How many times a worker process was replaced: it died, timed out, or was
+        detached from a call that ran too long (see :mod:`.detaching`)."""
+        return self._restarts + self._detacher.count
 
     def running(self) -> list[tuple[Message, float]]:
         now = time.monotonic()
-        return [item for slot in self._slots if (item := slot.running(now)) is not None]
+        running = [item for slot in self._slots if (item := slot.running(now)) is not None]
+        return running + self._detacher.running()
+
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        def read() -> list[Waiting]:
+            slots, detacher, lane_of = self._slots, self._detacher, self._lane_of
+            return [waiting_behind(m, slots, detacher, lane_of) for m in messages]
+
+        with self._lock:
+            return read_while_changing(read, [Waiting() for _ in messages])
 
     @property
     def worker_pids(self) -> list[int]:
@@ -168,7 +178,7 @@ class ProcessEngine:
         name = describe_handler(self._handler)
         try:
             blob = (self._handler, self._hooks, self._timed, self._batch_size, self._limits)
-            self._blob = pickle.dumps(blob, protocol=5)
+            self._pool.blob = pickle.dumps(blob, protocol=5)
         except Exception as error:
             raise HandlerImportError(
                 import_advice(name, f"it cannot be pickled: {error}")
@@ -177,11 +187,11 @@ class ProcessEngine:
         # which terminates daemonic children and then joins them, would wait forever for
         # workers of an engine nobody closed: kill those first (finalizers with an exit
         # priority run before that handler terminates anything).
-        self._at_exit = Finalize(self, self._leftovers.kill, exitpriority=0)
+        self._at_exit = Finalize(self, self._pool.kill, exitpriority=0)
         for slot in self._slots:
-            self._spawn(slot)
+            self._pool.spawn(slot)
         try:
-            self._await_ready(name, time.monotonic() + START_TIMEOUT)
+            self._pool.await_ready(name, time.monotonic() + START_TIMEOUT)
         except BaseException:
             self._stop_workers(0.0)
             raise
@@ -241,33 +251,6 @@ class ProcessEngine:
             return [messages]
         return self._placement.route(messages)
 
-    def _spawn(self, slot: Slot) -> None:
-        worker = slot.spawn(self._ctx, self._blob, self._policy)
-        self._waitables[worker.conn] = slot
-        self._waitables[worker.sentinel] = slot
-
-    def _await_ready(self, name: str, deadline: float) -> None:
-        while not all(s.worker is not None and s.worker.ready for s in self._slots):
-            ready = wait(list(self._waitables), max(deadline - time.monotonic(), 0.0))
-            if not ready:
-                raise LanewayError(f"process engine workers did not start in {START_TIMEOUT} s")
-            for obj in ready:
-                worker = self._waitables[cast(_Waitable, obj)].worker
-                assert worker is not None
-                try:
-                    error = worker.handshake(worker.conn.recv_bytes())
-                except (EOFError, OSError):
-                    raise LanewayError(
-                        f"process engine worker exited with code {worker.reap()} during "
-                        "start-up (see its traceback above); if your main module starts the "
-                        "consumer when imported, guard that with `if __name__ == '__main__':` "
-                        "- workers are spawned and import the main module again"
-                    ) from None
-                if error is not None and error.startswith(OPEN_FAILED):
-                    raise LanewayError(f"handler {name} could not start in a worker: {error}")
-                if error is not None:
-                    raise HandlerImportError(import_advice(name, f"a worker reported {error}"))
-
     def _run(self) -> None:
         """The reader thread: replies, deaths, restarts and top-ups, until close()."""
         limit = self._policy.timeout
@@ -280,8 +263,9 @@ class ProcessEngine:
             if self._batcher.holds_back:
                 with self._lock:
                     timers.extend(self._batcher.filled_in(self._slots, now))
-            timeout = max(min(timers, default=self._tick), 0.0)
-            ready = wait([self._wake_r, *self._waitables], timeout)
+            tick = self._busy_tick if self._in_flight else self._tick
+            timeout = max(min(timers, default=tick), 0.0)
+            ready = wait([self._wake_r, *self._pool.waitables()], timeout)
             harvest = Harvest()
             for obj in ready:
                 if obj is self._wake_r:
@@ -289,7 +273,11 @@ class ProcessEngine:
                     with self._lock:
                         self._wake_pending = False
                     continue
-                slot = self._waitables.get(cast(_Waitable, obj))
+                detached = self._pool.detached_of.get(cast(Waitable, obj))
+                if detached is not None:
+                    self._from_detached(detached, obj is detached.worker.conn, harvest)
+                    continue
+                slot = self._pool.slots_of.get(cast(Waitable, obj))
                 if slot is None or slot.worker is None:
                     continue  # a dead worker's other half, already handled
                 if obj is slot.worker.conn:
@@ -297,15 +285,15 @@ class ProcessEngine:
                 else:
                     self._on_death(slot, slot.worker, harvest)
             self._report(harvest)
+            self._detacher.look(self._slots, time.monotonic())
             if limit is not None:
                 now_ns = time.monotonic_ns()
                 for slot in self._slots:
                     slot.kill_if_overdue(now_ns, limit)
+                self._detacher.kill_overdue(now_ns, limit)
             for slot in self._slots:
                 if slot.restart_at is not None and slot.restart_at <= time.monotonic():
-                    with self._leftovers.lock:
-                        if not self._leftovers.killed:
-                            self._spawn(slot)
+                    self._pool.spawn(slot)
             self._dispatch()
         for slot in self._slots:
             if slot.worker is not None:
@@ -316,7 +304,9 @@ class ProcessEngine:
             while True:
                 data = worker.conn.recv_bytes()
                 if worker.ready:
-                    self._on_reply(slot, data, harvest)
+                    self._on_message(slot, worker, data, harvest)
+                    if slot.worker is not worker:
+                        return  # detached: what it sends now is read as such
                 elif (error := worker.handshake(data)) is not None:
                     log.error("replacement worker %d cannot start: %s", slot.index, error)
                     return  # it exits; its sentinel brings it back to _on_death
@@ -328,8 +318,39 @@ class ProcessEngine:
         except (EOFError, OSError):
             self._on_death(slot, worker, harvest)
 
-    def _on_reply(self, slot: Slot, data: bytes, harvest: Harvest) -> None:
-        batch_id, result, seconds = decode_reply(data)
+    def _on_message(self, slot: Slot, worker: WorkerProcess, data: bytes, harvest: Harvest) -> None:
+        """A ready worker's message: a batch's answer, or its answer to a revocation."""
+        message = pickle.loads(data)
+        kind = message[0]
+        if kind == REVOKED:
+            back = self._detacher.revoked(slot, message[1:], harvest)
+            self._put_back(slot, back)
+            self._pool.detach(worker, self._detacher.detached[-1])
+        elif kind == MOVED_ON:
+            self._detacher.moved_on(slot)
+        else:
+            self._on_reply(slot, message, harvest)
+
+    def _from_detached(self, detached: Detached, readable: bool, harvest: Harvest) -> None:
+        """A detached worker answered for its turn, or is gone (see :class:`Detacher`)."""
+        if readable and self._detacher.heard_from(detached, harvest):
+            return
+        self._pool.gone(detached)
+        self._put_back(detached.slot, self._detacher.ended(detached, harvest))
+
+    def _put_back(self, slot: Slot, messages: list[Message]) -> None:
+        """Messages sent to a worker and taken back unstarted: at the front of the slot's
+        queue, ahead of what was queued since (their lanes' later messages)."""
+        if not messages:
+            return
+        with self._lock:
+            slot.queue.extendleft(reversed(messages))
+            self._in_flight -= len(messages)
+
+    def _on_reply(
+        self, slot: Slot, reply: tuple[int, BatchResult, float], harvest: Harvest
+    ) -> None:
+        batch_id, result, seconds = reply
         batch = slot.outstanding.popleft()
         if batch.id != batch_id:
             raise LanewayError(f"worker {slot.index} answered batch {batch_id}, not {batch.id}")
@@ -354,14 +375,17 @@ class ProcessEngine:
         """Reap a dead worker (after reading the replies it sent), let the slot decide."""
         with contextlib.suppress(EOFError, OSError):
             while worker.ready and worker.conn.poll():
-                self._on_reply(slot, worker.conn.recv_bytes(), harvest)
-        del self._waitables[worker.conn], self._waitables[worker.sentinel]
+                self._on_message(slot, worker, worker.conn.recv_bytes(), harvest)
+                if slot.worker is not worker:
+                    return  # it was detached: its death is read as a detached worker's
+        self._pool.forget(worker)
         code = worker.reap()
         if slot.killed_at is not None:
             log.warning("worker %d (pid %d) killed: handler timed out", slot.index, worker.pid)
         else:
             log.warning("worker %d (pid %d) died with exit code %s", slot.index, worker.pid, code)
         self._restarts += 1
+        slot.asking = False
         harvest.failed.extend(slot.bury(worker, self._policy))
 
     def _dispatch(self) -> None:
@@ -375,25 +399,6 @@ class ProcessEngine:
             worker.send_batch(batch)
 
     def _stop_workers(self, grace: float) -> None:
-        stop_all([s.worker for s in self._slots if s.worker is not None], grace)
-        for slot in self._slots:
-            slot.worker = None
-        self._waitables.clear()
+        self._pool.stop(grace)
         if self._at_exit is not None:
             self._at_exit.cancel()
-
-
-class _Leftovers:
-    """The workers of an engine nobody closed, killed at interpreter exit (or when the
-    engine is garbage-collected); once killed, the reader thread, which may still run,
-    replaces none of them (its replacements would outlive the exit handler's join)."""
-
-    def __init__(self, slots: list[Slot]) -> None:
-        self.slots = slots
-        self.lock = threading.Lock()
-        self.killed = False
-
-    def kill(self) -> None:
-        with self.lock:
-            self.killed = True
-            kill_all([slot.worker for slot in self.slots if slot.worker is not None])

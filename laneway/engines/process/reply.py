@@ -24,11 +24,11 @@ ResultRecord = tuple[list[int], Records]
 """Results of a process-engine batch: the indices of the messages they were returned for
 (one message, or a batch handler's batch) and the records."""
 BatchResult = tuple[
-    list[FailureRecord], list[float], list[tuple[int, int]], list[ResultRecord], list[int]
+    list[FailureRecord], list[tuple[int, float]], list[tuple[int, int]], list[ResultRecord]
 ]
-"""What a process worker reports for a batch: failures, handler seconds of each message
-run (when timed), ``(index, retries)`` of the messages that were retried, the results, and
-the indices of messages left unstarted (none today: workers sleep their backoffs)."""
+"""What a process worker reports for (a part of) a batch: failures, ``(index, handler
+seconds)`` of each message run (when timed), ``(index, retries)`` of the messages that were
+retried, and the results."""
 
 
 class BatchReply:
@@ -39,16 +39,16 @@ class BatchReply:
 
     def __init__(self, timed: bool) -> None:
         self._timed = timed
-        self.result: BatchResult = ([], [], [], [], [])
+        self.result: BatchResult = ([], [], [], [])
         """The reply's records, as sent to the parent."""
 
     def ran(self, index: int, started: float, outcome: Outcome[Records]) -> None:
         """The message at ``index``, whose handler started at ``started``
         (``time.monotonic()``), came to ``outcome``."""
-        failures, durations, retried, results, _ = self.result
+        failures, durations, retried, results = self.result
         error, attempts, records = outcome
         if self._timed:
-            durations.append(time.monotonic() - started)
+            durations.append((index, time.monotonic() - started))
         if attempts > 1:
             retried.append((index, attempts - 1))
         if error is not None:
@@ -62,9 +62,10 @@ class BatchReply:
         """A handler batch of ``(index, message)`` pairs, started at ``began``
         (``time.monotonic()``), came to ``outcome``; each message is given an equal share
         of the batch's time."""
-        failures, durations, retried, results, _ = self.result
+        failures, durations, retried, results = self.result
         if self._timed:
-            durations.extend([(time.monotonic() - began) / len(chunk)] * len(chunk))
+            share = (time.monotonic() - began) / len(chunk)
+            durations.extend([(index, share) for index, _ in chunk])
         index_of = {id(message): index for index, message in chunk}
         for failure in outcome.failed:
             index = index_of[id(failure.message)]
@@ -78,22 +79,10 @@ class BatchReply:
             first = next(index for index, message in chunk if message.topic == topic)
             retried.append((first, count))
 
-
-def with_undecodable(
-    result: BatchResult,
-    undecodable: list[tuple[int, str]],
-    rows: list[tuple[object, ...] | None],
-    timed: bool,
-) -> BatchResult:
-    """A batch's ``result`` with the rows that did not decode in the worker (``(index,
-    error text)``) added as deserialization failures (no attempt made); with ``timed``,
-    each gets a handler time of 0, so the times stay aligned with the rows sent."""
-    if not undecodable:
-        return result
-    failures, durations, retried, results, unstarted = result
-    failures = failures + [(index, DESERIALIZATION, text, 0, "") for index, text in undecodable]
-    if timed:
-        bad = {index for index, _ in undecodable}
-        ran = iter(durations)
-        durations = [0.0 if i in bad else next(ran) for i, row in enumerate(rows) if row]
-    return failures, durations, retried, results, unstarted
+    def undecodable(self, rows: list[tuple[int, str]]) -> None:
+        """Rows that did not decode in the worker, ``(index, error text)``: deserialization
+        failures, with no attempt made (a handler time of 0 when timed)."""
+        failures, durations, _, _ = self.result
+        failures.extend((index, DESERIALIZATION, text, 0, "") for index, text in rows)
+        if self._timed:
+            durations.extend((index, 0.0) for index, _ in rows)

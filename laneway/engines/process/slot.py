@@ -25,13 +25,13 @@ import pickle
 import signal
 import time
 from collections import deque
-from collections.abc import MutableSequence
+from collections.abc import Hashable, MutableSequence, Sequence
 from multiprocessing.context import SpawnContext
 
 from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
 from laneway.engines.base import ResultGroup
 from laneway.engines.process.reply import BatchResult, FailureRecord, ResultRecord
-from laneway.engines.process.worker import PARENTS_SIGNALS, worker_main
+from laneway.engines.process.worker import PARENTS_SIGNALS, REVOKE, worker_main
 from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message
 
@@ -70,11 +70,12 @@ class Batch:
         return rows
 
     def settle(
-        self, failures: list[FailureRecord], results: list[ResultRecord]
+        self, failures: list[FailureRecord], results: list[ResultRecord], covered: Sequence[int]
     ) -> tuple[list[Message], list[Failure], list[ResultGroup], set[int]]:
-        """Split the batch by the worker's reply into finished messages (without results),
-        failures and result groups; also return the indices not finished plainly."""
-        if not failures and not self.gave_up and not results:
+        """Split what a worker answered for the rows ``covered`` (the whole batch, or the
+        part a revocation settles) into finished messages (without results), failures and
+        result groups; also return the indices not finished plainly."""
+        if not failures and not self.gave_up and not results and len(covered) == len(self):
             return self.messages, [], [], set()
         skip = set(self.gave_up)
         failed = []
@@ -85,8 +86,12 @@ class Batch:
         for indices, records in results:
             skip.update(indices)
             groups.append(([self.messages[i] for i in indices], records))
-        done = [m for i, m in enumerate(self.messages) if i not in skip]
+        messages = self.messages
+        done = [messages[i] for i in covered if i not in skip]
         return done, failed, groups, skip
+
+    def __len__(self) -> int:
+        return len(self.messages)
 
     def all_given_up(self) -> bool:
         return len(self.gave_up) == len(self.messages)
@@ -143,6 +148,11 @@ class WorkerProcess:
         with contextlib.suppress(OSError):
             self.conn.send_bytes(pickle.dumps((batch.id, batch.rows()), protocol=5))
 
+    def send_revoke(self, batch_id: int, index: int) -> None:
+        """Ask for what it has not started (see :mod:`laneway.engines.process.detaching`)."""
+        with contextlib.suppress(OSError):
+            self.conn.send_bytes(pickle.dumps((REVOKE, batch_id, index), protocol=5))
+
     def send_stop(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.send_bytes(b"")
@@ -155,12 +165,6 @@ class WorkerProcess:
             self.process.join(1.0)
         self.conn.close()
         return self.process.exitcode
-
-
-def decode_reply(data: bytes) -> tuple[int, BatchResult, float]:
-    """A worker's answer to a batch: its id, its result, the seconds it took."""
-    batch_id, result, seconds = pickle.loads(data)
-    return int(batch_id), result, float(seconds)
 
 
 class Harvest:
@@ -181,16 +185,16 @@ class Harvest:
         """Messages reported by this harvest (finished, failed or with results)."""
         return len(self.finished) + len(self.failed) + sum(len(g) for g, _ in self.results)
 
-    def add(self, batch: Batch, result: BatchResult) -> None:
-        """A worker's answer to ``batch``."""
-        failures, durations, retried, results, _ = result
-        done, bad, groups, skip = batch.settle(failures, results)
+    def add(self, batch: Batch, result: BatchResult, covered: Sequence[int] | None = None) -> None:
+        """A worker's answer to ``batch``: for all of it, or for the rows ``covered``."""
+        failures, durations, retried, results = result
+        covered = range(len(batch)) if covered is None else covered
+        done, bad, groups, skip = batch.settle(failures, results, covered)
         self.finished.extend(done)
         self.failed.extend(bad)
         self.results.extend(groups)
         if durations:
-            ran = [i for i in range(len(batch.messages)) if i not in batch.gave_up]
-            self.durations.extend(d for i, d in zip(ran, durations, strict=False) if i not in skip)
+            self.durations.extend(seconds for i, seconds in durations if i not in skip)
         for index, count in retried:
             topic = batch.messages[index].topic
             self.retries[topic] = self.retries.get(topic, 0) + count
@@ -220,25 +224,41 @@ class Slot:
     def __init__(self, index: int, queue: deque[Message], ctx: SpawnContext) -> None:
         self.index = index
         self.queue = queue
-        self.progress: MutableSequence[int] = ctx.RawArray("q", PROGRESS_SLOTS)
-        self.progress[INDEX] = -1
+        self._ctx = ctx
+        self.progress = _progress_array(ctx)
         self.outstanding: deque[Batch] = deque()
         self.worker: WorkerProcess | None = None
         self.dead_streak = 0
         self.restart_at: float | None = None
         self.killed_at: tuple[int, int] | None = None  # (batch, index) that timed out
+        self.asking = False
+        """Whether its worker was asked for what it has not started and did not answer
+        yet (nothing is shipped to it meanwhile)."""
+        self.held: set[Hashable] = set()
+        """Lanes a detached worker still runs: their queued messages wait."""
         self._seen: tuple[tuple[int, int], float] | None = None  # running (batch, index), since
 
     def spawn(self, ctx: SpawnContext, handler_blob: bytes, policy: RetryPolicy) -> WorkerProcess:
         name = f"laneway-{self.index}"
         self.worker = WorkerProcess(ctx, handler_blob, policy, self.progress, name)
         self.restart_at = None
+        self._seen = None  # a new worker's clock: the row its predecessor ran may run again
         return self.worker
 
     def running(self, now: float) -> tuple[Message, float] | None:
         """The message this slot's worker is running, with when that was first seen by a
-        call (workers stamp no times per message: the watch calling this about once a
-        second is the clock, accurate to its interval). Safe from any thread."""
+        call (workers stamp no times per message: the engine's reader, looking every
+        :data:`~laneway.engines.process.detaching.LOOK_EVERY` seconds while work is out,
+        and the stall watch are the clock). Safe from any thread."""
+        position = self.position(now)
+        if position is None:
+            return None
+        (_, index), since = position
+        return self.outstanding[0].messages[index], since
+
+    def position(self, now: float) -> tuple[tuple[int, int], float] | None:
+        """The ``(batch id, index)`` this slot's worker is running, with when that was
+        first seen (see :meth:`running`)."""
         batch_id, index = self.progress[BATCH_ID], self.progress[INDEX]
         try:
             head = self.outstanding[0]
@@ -246,9 +266,21 @@ class Slot:
             return None
         if index < 0 or head.id != batch_id or index >= len(head.messages):
             return None
-        if self._seen is None or self._seen[0] != (batch_id, index):
-            self._seen = ((batch_id, index), now)
-        return head.messages[index], self._seen[1]
+        seen = self._seen
+        if seen is None or seen[0] != (batch_id, index):
+            seen = self._seen = ((batch_id, index), now)
+        return seen
+
+    def take_out(self) -> MutableSequence[int]:
+        """Its worker was detached: the slot gets a fresh progress array and a new worker
+        at once (see :meth:`spawn`); return the detached worker's progress array."""
+        progress = self.progress
+        self.progress = _progress_array(self._ctx)
+        self.worker = None
+        self._seen = None
+        self.dead_streak = 0
+        self.restart_at = time.monotonic()
+        return progress
 
     def kill_if_overdue(self, now_ns: int, timeout: float) -> None:
         """Kill the worker if its current handler attempt has run longer than ``timeout``."""
@@ -307,3 +339,10 @@ class Slot:
         assert policy.timeout is not None
         text = f"{timed_out(policy.timeout)} ({count} attempts)"
         return head.give_up([index], TIMED_OUT, text, count)
+
+
+def _progress_array(ctx: SpawnContext) -> MutableSequence[int]:
+    """A worker's shared progress array (see :mod:`laneway.engines.attempts`), nothing run."""
+    progress: MutableSequence[int] = ctx.RawArray("q", PROGRESS_SLOTS)
+    progress[INDEX] = -1
+    return progress

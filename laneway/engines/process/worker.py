@@ -11,12 +11,18 @@ to the parent over one duplex pipe:
 * then the parent sends batches, ``pickle.dumps((batch_id, [message tuple | None, ...]))``
   (``None`` marks a message the parent already gave up on, see the engine's docs), and
   the worker answers each with one small reply, ``(batch_id, (failures, durations,
-  retries, results, unstarted), seconds)``, where each failure is ``(index, error type,
-  error text, attempts, traceback)``, ``durations`` the handler seconds of each message
+  retries, results), seconds)``, where each failure is ``(index, error type, error text,
+  attempts, traceback)``, ``durations`` the ``(index, handler seconds)`` of each message
   run (only when metrics are on, else empty), ``results`` the records handlers returned
   with the indices of the messages they belong to (results ride back with the batch's
   reply: no message per result) and ``seconds`` how long the batch took; an empty payload
-  means "exit". With a batch handler the worker calls it on runs of ``batch_size`` rows.
+  means "exit". With a batch handler the worker calls it on runs of ``batch_size`` rows;
+* the parent may send ``("revoke", batch_id, index)`` when that row has been running too
+  long (see :mod:`laneway.engines.process.detaching`): the receiver thread answers at
+  once with ``("revoked", batch_id, first, last, before, never)`` (see
+  :class:`~laneway.engines.process.revocable.RevocableWork`), or ``("moved-on",)`` when the
+  runner is no longer in that row. After a revocation the batch's answer covers the
+  running turn only, and the worker exits once it is sent.
 
 With a ``value_deserializer`` or ``key_deserializer`` the handler arrives as a
 :class:`~laneway.serde.typed_handlers.DecodingHandler`: the worker decodes each batch's rows
@@ -25,7 +31,8 @@ decode is not run but reported as a failure of error type ``deserialization`` wi
 attempt, which the parent dead-letters without a retry.
 
 A receiver thread reads batches off the pipe as soon as they arrive, so the parent's
-send never waits for the handler to finish the previous batch. Before each message the
+send never waits for the handler to finish the previous batch, and answers revocations
+while the runner sits in a call. Both threads send under one lock. Before each message the
 worker writes ``(batch_id, index)`` to a small shared array (and, with a timeout, when
 each attempt starts); if the process dies or hangs, the parent reads it to learn which
 message was running.
@@ -53,13 +60,13 @@ import threading
 import time
 from collections.abc import MutableSequence
 from multiprocessing.connection import Connection
-from queue import SimpleQueue
 from types import FrameType
 
 from laneway.engines.admission.gate import gate_for
 from laneway.engines.attempts import AttemptStamp
 from laneway.engines.invoker import Invoker
-from laneway.engines.process.reply import BatchResult, with_undecodable
+from laneway.engines.process.revocable import RevocableWork, Rows
+from laneway.engines.process.rows import run_rows
 from laneway.retry import RetryPolicy, describe
 from laneway.serde.decoding import Decoding
 from laneway.serde.typed_handlers import DecodingHandler, WorkerViews
@@ -98,6 +105,12 @@ def worker_main(
         invoker.lifecycle.close_now()
 
 
+REVOKE = "revoke"
+"""The parent's request for what a worker has not started (see the module docs)."""
+REVOKED = "revoked"
+MOVED_ON = "moved-on"
+"""The receiver's two answers to it."""
+
 PARENTS_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 """Signals a worker leaves to its parent (see the module docs)."""
 
@@ -123,26 +136,31 @@ def _serve(
     decoding: Decoding | None,
     views: WorkerViews,
 ) -> None:
-    """Answer batches until the parent says "exit" or goes away; with ``decoding``, each
-    batch's rows are decoded first (see :func:`_run_decoded`)."""
+    """Answer batches until the parent says "exit", goes away or revokes the rest; with
+    ``decoding``, each batch's rows are decoded first (see :func:`_run_decoded`)."""
     conn.send_bytes(pickle.dumps(("ready", os.getpid())))
-    inbox: SimpleQueue[bytes | None] = SimpleQueue()
+    work = RevocableWork(invoker.timed)
+    sending = threading.Lock()
     threading.Thread(
-        target=_receive, args=(conn, inbox), name="laneway-worker-receiver", daemon=True
+        target=_receive,
+        args=(conn, work, sending),
+        name="laneway-worker-receiver",
+        daemon=True,
     ).start()
     while True:
-        data = inbox.get()
-        if data is None:
+        taken = work.next_batch()
+        if taken is None:
             return
-        batch_id, rows = pickle.loads(data)
+        batch_id, rows = taken
         started = time.perf_counter()
         if decoding is None:
-            result = invoker.run_rows(batch_id, rows, progress)
+            run_rows(invoker, batch_id, rows, progress, work)
         else:
-            result = _run_decoded(invoker, decoding, views, batch_id, rows, progress)
-        reply = (batch_id, result, time.perf_counter() - started)
+            _run_decoded(invoker, decoding, views, batch_id, rows, progress, work)
+        reply = (batch_id, work.answer(), time.perf_counter() - started)
         try:
-            conn.send_bytes(pickle.dumps(reply, protocol=5))
+            with sending:
+                conn.send_bytes(pickle.dumps(reply, protocol=5))
         except OSError:
             return
 
@@ -152,27 +170,42 @@ def _run_decoded(
     decoding: Decoding,
     views: WorkerViews,
     batch_id: int,
-    rows: list[tuple[object, ...] | None],
+    rows: Rows,
     progress: MutableSequence[int],
-) -> BatchResult:
-    """Decode the batch's rows, run those that decoded with their views at hand, and
-    report the others as deserialization failures (not retried, the handler not called)."""
+    work: RevocableWork,
+) -> None:
+    """Decode the batch's rows, note those that did not decode as deserialization failures
+    (not retried, the handler not called), and run the others with their views at hand."""
     kept, views.by_position, undecodable = decoding.rows(rows)
+    if undecodable:
+        work.undecodable(undecodable)
     try:
-        result = invoker.run_rows(batch_id, kept, progress)
+        run_rows(invoker, batch_id, kept, progress, work)
     finally:
         views.by_position = {}
-    return with_undecodable(result, undecodable, rows, invoker.timed)
 
 
-def _receive(conn: Connection, inbox: SimpleQueue[bytes | None]) -> None:
-    """Move batches from the pipe to ``inbox``; ``None`` on "exit" or when the parent is gone."""
+def _receive(conn: Connection, work: RevocableWork, sending: threading.Lock) -> None:
+    """Move batches from the pipe to ``work`` and answer revocations; close ``work`` on
+    "exit" or when the parent is gone."""
     while True:
         try:
             data = conn.recv_bytes()
         except (EOFError, OSError):
             data = b""
         if not data:
-            inbox.put(None)
+            work.close()
             return
-        inbox.put(data)
+        message = pickle.loads(data)
+        if message[0] != REVOKE:
+            work.put(*message)
+            continue
+        _, batch_id, index = message
+        revoked = work.revoke(batch_id, index)
+        answer = (MOVED_ON,) if revoked is None else (REVOKED, *revoked)
+        try:
+            with sending:
+                conn.send_bytes(pickle.dumps(answer, protocol=5))
+        except OSError:
+            work.close()
+            return

@@ -284,6 +284,12 @@ class GroupCoordinator:
             member.woken = True
             self.data.notify_all()
 
+    def rewind(self, member: Member, positions: Mapping[PartitionId, int]) -> None:
+        with self._lock:
+            for pid, offset in positions.items():
+                if pid in member.positions:
+                    member.positions[pid] = offset
+
     def unread(self, member: Member, pids: list[PartitionId]) -> dict[PartitionId, int]:
         with self._lock:
             return member.unread(pids)

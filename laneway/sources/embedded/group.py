@@ -122,7 +122,7 @@ class Member:
 
 class GenerationEpochs:
     """The generations of the records a member polls (the
-    :class:`~laneway.offsets.progress.RecordEpochs` of an embedded-log source): looked up
+    :class:`~laneway.types.RecordEpochs` of an embedded-log source): looked up
     by offset in the partition's generations, so the batch itself need not be kept."""
 
     __slots__ = ("_member",)

@@ -16,7 +16,7 @@ from laneway.sources.embedded.coordinator import GroupCoordinator
 from laneway.sources.embedded.group import GenerationEpochs, Member
 from laneway.types import CommitPosition, Message, PartitionId
 
-EMBEDDED_LOG = SourceCapabilities(transactions=True)
+EMBEDDED_LOG = SourceCapabilities(transactions=True, rewinds=True)
 """What an embedded-log source can do: a partitioned log with atomic write-and-commit."""
 
 
@@ -75,7 +75,7 @@ class EmbeddedSource:
 
     @property
     def capabilities(self) -> SourceCapabilities:
-        """Every ordering, pausable partitions, retries in place, transactions."""
+        """Every ordering, pausable partitions, retries in place, transactions, rewinds."""
         return EMBEDDED_LOG
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
@@ -126,6 +126,11 @@ class EmbeddedSource:
     def resume(self, partitions: Iterable[PartitionId]) -> None:
         self._require_open()
         self._coordinator.set_paused(self._member, list(partitions), False)
+
+    def rewind(self, positions: Mapping[PartitionId, int]) -> None:
+        """Move this member's fetch position of owned partitions back to ``positions``."""
+        self._require_open()
+        self._coordinator.rewind(self._member, positions)
 
     def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """Records of each owned partition beyond this member's fetch position."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from laneway.errors import LanewayError, TransactionError
-from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
-from laneway.types import CommitPosition, PartitionId
+from laneway.types import CommitPosition, PartitionId, RecordEpochs
 
 Transact = Callable[[Mapping[PartitionId, CommitPosition], Sequence[Produce]], None]
 """Appends records and commits positions for one group member, atomically."""

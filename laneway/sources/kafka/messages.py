@@ -69,7 +69,7 @@ def messages_of(
 
 class PolledEpochs:
     """The leader epochs of the records a consumer's last polls returned (the
-    :class:`~laneway.offsets.progress.RecordEpochs` of a
+    :class:`~laneway.types.RecordEpochs` of a
     :class:`~laneway.sources.kafka.source.KafkaSource`).
 
     The source hands it each batch as librdkafka returned it with the Messages made of it

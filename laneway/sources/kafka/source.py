@@ -36,6 +36,7 @@ from laneway.sources.kafka.transactions import (
     transaction_settings,
     transactional_id,
 )
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = get_logger(__name__)
@@ -44,7 +45,7 @@ _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
 _METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
 
-KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True)
+KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True, rewinds=True)
 """What a Kafka consumer-group source can do."""
 
 
@@ -53,7 +54,8 @@ class KafkaSource:
 
     ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
     librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
-    no broker answers within ``connect_timeout`` seconds (default 10) and with
+    no broker answers within ``connect_timeout`` seconds (default
+    :data:`~laneway.sources.targets.CONNECT_TIMEOUT`) and with
     :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
     unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
     ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see
@@ -103,7 +105,7 @@ class KafkaSource:
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         wait_for_topics: bool = False,
         transactional_id: str | None = None,
     ) -> None:
@@ -178,7 +180,7 @@ class KafkaSource:
     @property
     def capabilities(self) -> SourceCapabilities:
         """Every ordering, pausable partitions, retries in place, transactions, a prefetch
-        (librdkafka's queue, see :meth:`bound_prefetch`) and topics to wait for."""
+        (librdkafka's queue, see :meth:`bound_prefetch`), topics to wait for, rewinds."""
         return KAFKA_GROUP
 
     def waiting_for(self) -> str:
@@ -360,6 +362,17 @@ class KafkaSource:
         if todo:
             self._call_partitions(self._consumer.resume, todo, "resume")
             self._assignment.paused.difference_update(todo)
+
+    def rewind(self, positions: Mapping[PartitionId, int]) -> None:
+        """Seek owned partitions back to ``positions`` (librdkafka drops what it fetched
+        of them beyond that and fetches again from there)."""
+        self._check_opened()
+        for (topic, partition), offset in positions.items():
+            if (topic, partition) in self._assignment.owned:
+                try:
+                    self._consumer.seek(TopicPartition(topic, partition, offset))
+                except KafkaException as exc:
+                    raise SourceError(f"{self._name}: rewind failed: {describe(exc)}") from exc
 
     def unread(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """Messages of each owned partition beyond the last one ``poll`` returned, from the

@@ -37,7 +37,6 @@ from confluent_kafka import Message as KafkaMessage
 
 from laneway.errors import AccessDeniedError, ConfigError, TransactionError
 from laneway.logs import get_logger
-from laneway.offsets.progress import RecordEpochs
 from laneway.results import Produce
 from laneway.sources.kafka.client_logs import (
     client_logging,
@@ -48,7 +47,7 @@ from laneway.sources.kafka.client_logs import (
 from laneway.sources.kafka.denials import Access, Request, is_permanent
 from laneway.sources.kafka.positions import committed_partition
 from laneway.sources.kafka.producer import PRODUCER_MAX_BYTES, send
-from laneway.types import CommitPosition, PartitionId
+from laneway.types import CommitPosition, PartitionId, RecordEpochs
 
 log = get_logger(__name__)
 

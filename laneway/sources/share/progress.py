@@ -172,6 +172,14 @@ class ShareProgress:
         self._in_engine -= len(messages)
         self._let_go(messages, Acknowledgement.RELEASE)
 
+    def decline(self, messages: list[Message]) -> None:
+        """Not kept: released at once, so the group delivers them again."""
+        self.unstarted(messages)
+
+    def declined(self) -> dict[PartitionId, tuple[int, int]]:
+        """Nothing to read again: a share group delivers released records on its own."""
+        return {}
+
     def settle(self, finished: list[Message], given_up: list[Message]) -> list[Message]:
         if finished:
             self._in_engine -= len(finished)

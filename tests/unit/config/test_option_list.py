@@ -23,6 +23,8 @@ from laneway.options import (
     EngineName,
     EventLoop,
     EventLoopName,
+    NullKeys,
+    NullKeysName,
     Ordering,
     OrderingName,
     StallAction,
@@ -46,6 +48,7 @@ def test_the_typed_keywords_are_exactly_the_options() -> None:
         (StallActionName, StallAction),
         (TracingModeName, TracingMode),
         (ConcurrencyLimitName, ConcurrencyLimit),
+        (NullKeysName, NullKeys),
     ],
 )
 def test_literal_names_equal_their_enum(literal: object, enum_type: type) -> None:

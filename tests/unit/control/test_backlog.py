@@ -198,6 +198,7 @@ def sample(tally: Tally, backlog: Backlog) -> None:
         oldest={},
         ends={},
         backlog=backlog,
+        waiting={},
     )
 
 

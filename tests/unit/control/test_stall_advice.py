@@ -10,26 +10,39 @@ import pytest
 from laneway.config import ConsumerConfig
 from laneway.control.stalls import StallWatch, attempts_bound, stall_advice
 from laneway.retry import RetryPolicy
-from laneway.types import Message
+from laneway.types import Message, Waiting
 
 STUCK = Message("orders", 3, 17, b"stuck", b"v")
+BEHIND = Waiting(messages=5, keys=2, names=(b"stuck", b"other"), partitions=(("orders", 3),))
 
 
 class RunningEngine:
-    """Just enough of an engine for the watch: one message running since t=0."""
+    """Just enough of an engine for the watch: one message running since t=0, with five
+    messages of two keys waiting for it."""
 
     def running(self) -> list[tuple[Message, float]]:
         return [(STUCK, 0.0)]
 
+    def waiting_behind(self, messages: list[Message]) -> list[Waiting]:
+        assert messages == [STUCK]
+        return [BEHIND]
+
 
 def warning_for(caplog: pytest.LogCaptureFixture, **options: Any) -> str:
     config = ConsumerConfig.from_options({"stall_timeout": 5.0, **options})
-    watch = StallWatch.for_config(RunningEngine(), config)  # type: ignore[arg-type]
+    beyond = {("orders", 3): 40}
+    watch = StallWatch.for_config(RunningEngine(), config, lambda: beyond)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="laneway"):
         report = watch.look(now=6.0)
-    assert [stall.offset for stall in report.stalls] == [17]
+    [stall] = report.stalls
+    assert (stall.offset, stall.waiting, stall.held_back) == (17, BEHIND, 40)
+    assert report.waiting_by_partition == {("orders", 3): 5}
     [record] = [r for r in caplog.records if "longer than stall_timeout" in r.getMessage()]
-    return record.getMessage()
+    text = record.getMessage()
+    assert "5 message(s) of 2 key(s) on orders[3] wait for it (for 6.0 s)" in text
+    assert "with 40 finished message(s) beyond it" in text
+    assert "other" not in text  # the waiting keys are counted, never named in a log line
+    return text
 
 
 @pytest.mark.parametrize("engine", ["sync", "thread"])

@@ -75,3 +75,27 @@ def test_tables_align_numbers_right_and_text_left() -> None:
         "payments-eu  1234",
         "total           -",
     ]
+
+
+def test_hot_keys_come_by_rank_as_ids_and_the_members_are_merged() -> None:
+    """Each member reports its ten hottest keys by rank, each as an id (a hash) and a count;
+    laneway top merges them: the same key on two members is one entry."""
+    from laneway.control.tally import key_id
+
+    urls = []
+    for pairs in ([(b"acct-1", 40), (b"acct-2", 9)], [(b"acct-1", 5), (b"acct-3", 30)]):
+        member = PrometheusMetrics()
+        for rank, (key, count) in enumerate(pairs, 1):
+            member.gauge(Metric.HOT_KEY_MESSAGES, count, (str(rank),))
+            member.gauge(Metric.HOT_KEY_ID, key_id(key), (str(rank),))
+        member.gauge(Metric.HOT_KEY_MESSAGES, 0, ("3",))
+        member.gauge(Metric.HOT_KEY_ID, 0, ("3",))
+        urls.append(f"http://127.0.0.1:{member.serve(0)}/metrics")
+    figures = scrape(urls, timeout=2.0)
+    assert figures.hot_keys == (
+        (key_id(b"acct-1"), 45.0),
+        (key_id(b"acct-3"), 30.0),
+        (key_id(b"acct-2"), 9.0),
+    )
+    text = " ".join(str(part) for part in figures.hot_keys)
+    assert "acct" not in text

@@ -12,7 +12,8 @@ from typed_app import Order
 
 from laneway import serde
 from laneway.control.encoding import Encoding
-from laneway.engines.process.reply import with_undecodable
+from laneway.engines.process.reply import BatchReply
+from laneway.engines.process.slot import Batch, Harvest
 from laneway.metrics import Metric
 from laneway.results import Produce
 from laneway.serde.decoding import Decoding, Record, as_read
@@ -65,18 +66,22 @@ def test_a_worker_decodes_its_rows_and_reports_the_rest_by_index() -> None:
     assert seen == [views.by_position[("orders", 0, 2)]]
 
 
-def test_undecodable_rows_keep_the_handler_times_aligned() -> None:
-    rows: list[tuple[object, ...] | None] = [("a",), ("b",), None, ("c",), ("d",)]
-    # the worker ran rows 0 and 3 (1 and 4 did not decode, 2 was given up by the parent)
-    result = ([(3, "ValueError", "bad", 2, "tb")], [0.5, 0.25], [(3, 1)], [], [])
-    failures, durations, retried, _, _ = with_undecodable(
-        result, [(1, "could not decode"), (4, "could not decode")], rows, timed=True
-    )
-    assert durations == [0.5, 0.0, 0.25, 0.0]  # one per row sent, in order
-    assert sorted(f[0] for f in failures) == [1, 3, 4]
-    assert [f for f in failures if f[0] == 4] == [(4, "deserialization", "could not decode", 0, "")]
-    assert retried == [(3, 1)]
-    assert with_undecodable(result, [], rows, timed=True) is result
+def test_undecodable_rows_are_failures_with_no_attempt_and_times_follow_their_rows() -> None:
+    messages = [message(i, b"v") for i in range(5)]
+    batch = Batch(7, messages)
+    batch.gave_up.add(2)  # given up by the parent before
+    reply = BatchReply(timed=True)
+    reply.undecodable([(1, "could not decode"), (4, "could not decode")])
+    reply.ran(0, 0.0, (None, 1, None))
+    reply.ran(3, 0.0, (("ValueError", "bad", 2, "tb"), 2, None))
+    harvest = Harvest()
+    harvest.add(batch, reply.result)
+    assert [m.offset for m in harvest.finished] == [0]
+    assert len(harvest.durations) == 1  # the handler time of offset 0 alone
+    failed = {f.message.offset: f for f in harvest.failed}
+    assert sorted(failed) == [1, 3, 4]
+    assert (failed[4].error_type, failed[4].attempts) == ("deserialization", 0)
+    assert harvest.retries == {"orders": 1}
 
 
 def test_results_in_bytes_pass_and_objects_are_encoded() -> None:
@@ -98,7 +103,7 @@ def test_a_result_that_cannot_be_encoded_fails_its_inputs() -> None:
     assert ready == []
     assert [f.message.offset for f in failures] == [0, 1]
     assert failures[0].error_type == "serialization"
-    assert "the key of a Produce to 'out' is a int, not bytes, and no key_serializer" in (
+    assert "the key of a Produce to 'out' is an int, not bytes, and no key_serializer" in (
         failures[0].error_message
     )
     _, failures = Encoding(lambda value: "text", None).encode(  # type: ignore[arg-type, return-value]

@@ -18,14 +18,15 @@ import pytest
 from laneway.health import Health
 from laneway.observability.bounded_http import MAX_REQUEST_BYTES
 from laneway.service.health_server import HealthServer
-from laneway.types import Stall
+from laneway.types import Stall, Waiting
 
+BEHIND = Waiting(messages=4, keys=1, names=(b"alice@example.com",), partitions=(("orders", 3),))
 STALLED = Health(
     live=True,
     ready=False,
     state="running",
     reason="1 message(s) in their handler longer than stall_timeout=1 s",
-    stalled=(Stall("orders", 3, 17, b"alice@example.com", 2.5),),
+    stalled=(Stall("orders", 3, 17, b"alice@example.com", 2.5, BEHIND, 12),),
 )
 
 
@@ -76,14 +77,28 @@ def test_it_listens_on_loopback_unless_told() -> None:
         everywhere.stop()
 
 
-def test_readyz_shows_positions_and_ages_and_keys_only_when_asked(server: HealthServer) -> None:
+def test_readyz_shows_positions_ages_what_waits_and_keys_only_when_asked(
+    server: HealthServer,
+) -> None:
     status, body = get(server)
     assert status == 503
-    assert body["stalled"] == [{"topic": "orders", "partition": 3, "offset": 17, "seconds": 2.5}]
+    waiting = {"messages": 4, "keys": 1, "partitions": [{"topic": "orders", "partition": 3}]}
+    assert body["stalled"] == [
+        {
+            "topic": "orders",
+            "partition": 3,
+            "offset": 17,
+            "seconds": 2.5,
+            "waiting": waiting,
+            "held_back": 12,
+        }
+    ]
     assert "alice" not in json.dumps(body)
     showing = serve(show_keys=True)
     try:
-        assert get(showing)[1]["stalled"][0]["key"] == "alice@example.com"  # type: ignore[index]
+        [stalled] = get(showing)[1]["stalled"]  # type: ignore[misc]
+        assert stalled["key"] == "alice@example.com"
+        assert stalled["waiting"]["keys_named"] == ["alice@example.com"]
     finally:
         showing.stop()
 

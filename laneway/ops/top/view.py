@@ -1,26 +1,49 @@
 """What one frame of ``laneway top`` shows: two snapshots of a group, and that frame as
 plain text (``--once``; the live view draws the same rows with rich, see
-:mod:`laneway.ops.top_live`)."""
+:mod:`laneway.ops.top.live`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from laneway.metrics import Metric
+from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, drain_seconds
 from laneway.ops.cluster import Snapshot
 from laneway.ops.member_metrics import MemberFigures
 from laneway.ops.tables import Cell, render
 
 
+def finished(snapshot: Snapshot) -> int:
+    """Messages of the snapshot's partitions that are done: the log ends less the backlog."""
+    return sum(p.end - p.backlog for p in snapshot.backlog.partitions)
+
+
+class Drain:
+    """The group's drain time, estimated as a consumer's ``GET /backlog`` does: the
+    backlog over the rate of finished messages in the last ``RATE_WINDOW`` seconds of
+    work (:class:`~laneway.offsets.backlog.FinishingRate`), fed one snapshot at a time."""
+
+    def __init__(self) -> None:
+        self._rate = FinishingRate()
+        self.rate, self.span = 0.0, 0.0
+
+    def add(self, snapshot: Snapshot) -> Drain:
+        self.rate, self.span = self._rate.sample(
+            snapshot.taken, finished(snapshot), snapshot.backlog.backlog
+        )
+        return self
+
+
 @dataclass(frozen=True)
 class View:
     """Two snapshots of a group (and of its members' metrics, if asked): what one frame
-    of ``laneway top`` shows."""
+    of ``laneway top`` shows; ``drain`` has seen every snapshot up to ``now``."""
 
     before: Snapshot
     now: Snapshot
     members_before: MemberFigures | None
     members_now: MemberFigures | None
+    drain: Drain
 
     @property
     def seconds(self) -> float:
@@ -64,28 +87,31 @@ PARTITION_HEADER = ("topic", "partition", "committed", "end", "backlog", "gaps",
 
 
 def partition_rows(view: View) -> tuple[tuple[str, ...], list[list[Cell]]]:
-    """The per-partition table of a frame (with an ``age`` column when members answered)."""
-    oldest = view.members_now.oldest if view.members_now is not None else None
-    header = PARTITION_HEADER + (("age s",) if oldest is not None else ())
+    """The per-partition table of a frame (with ``age`` and ``waiting`` columns when
+    members were asked)."""
+    members = view.members_now
+    header = PARTITION_HEADER + (("age s", "waiting") if members is not None else ())
     rows: list[list[Cell]] = []
     for p in view.now.backlog.partitions:
         pid = (p.topic, p.partition)
         row: list[Cell] = [p.topic, p.partition, p.committed, p.end, p.backlog]
         row += [p.finished_runs, view.done_rate(pid), view.in_rate(pid)]
-        if oldest is not None:
-            row.append(oldest.get(pid))
+        if members is not None:
+            waiting = members.waiting.get(pid)
+            row += [members.oldest.get(pid), None if waiting is None else int(waiting)]
         rows.append(row)
     return header, rows
 
 
 def headline(view: View) -> str:
-    """The totals line: lag, backlog, rates and the time to drain at the current rate."""
-    backlog, done = view.now.backlog, view.done_rate()
-    drain = f"{backlog.backlog / done:,.1f} s" if done > 0 else "-"
+    """The totals line: lag, backlog, the rates between the two samples, and the time to
+    drain the backlog (:class:`Drain`: over up to ``RATE_WINDOW`` seconds of work)."""
+    backlog, done, rate = view.now.backlog, view.done_rate(), view.drain
+    drain = drain_seconds(backlog.backlog, rate.rate, rate.span)
     return (
         f"lag {backlog.lag}  backlog {backlog.backlog}  finished beyond "
         f"{backlog.finished_beyond}  done {done:,.1f}/s  in {view.in_rate():,.1f}/s  "
-        f"drain {drain}"
+        f"drain {drain:,.1f} s (at {rate.rate:,.1f}/s over {min(rate.span, RATE_WINDOW):.0f} s)"
     )
 
 
@@ -107,6 +133,9 @@ def members_line(view: View, asked: int) -> str:
         f"{int(totals.get(Metric.IN_FLIGHT, 0))}, buffered {int(totals.get(Metric.BUFFERED, 0))}"
         f", paused partitions {int(totals.get(Metric.PAUSED_PARTITIONS, 0))}"
     )
+    if figures.hot_keys:
+        shown = ", ".join(f"{key:012x} {int(count)}" for key, count in figures.hot_keys[:5])
+        line += f"\nhot keys (id messages): {shown}"
     for url, why in figures.failures.items():
         line += f"\n  {url}: no answer ({why})"
     return line

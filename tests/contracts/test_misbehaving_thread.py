@@ -1,0 +1,11 @@
+"""The thread engine against hung, slow, bursty and skewed handlers (see
+``support/misbehaving_contract.py``)."""
+
+from __future__ import annotations
+
+from misbehaving_contract import MisbehavingHandlers
+
+
+class TestThreadEngine(MisbehavingHandlers):
+    engine = "thread"
+    concurrencies = (4, 64)

@@ -1,0 +1,106 @@
+"""Handlers that misbehave on purpose, for the adversarial contract suite.
+
+A message's value says what its call does: ``b"hang"`` blocks until the test releases
+every hung call (a file appears) — to the consumer it is a call that never returns; a
+number is milliseconds of blocking work (``time.sleep`` / ``asyncio.sleep``). Every call
+that returns is recorded with :mod:`recording` (so process-engine workers are observed
+like threads), under the consumer's own subfolder when the test runs two (``handle_a`` /
+``handle_b``). The hung calls are recorded as they start, in ``hung.<pid>.txt``, so a test
+can wait until they are under way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import recording
+
+from laneway.types import Message
+
+HANG = b"hang"
+RELEASE = "release"
+"""The file in the record folder whose existence releases every hung call."""
+POLL_S = 0.02
+
+
+def _folder() -> Path:
+    return Path(os.environ[recording.RECORD_DIR])
+
+
+def _released() -> bool:
+    return (_folder() / RELEASE).exists()
+
+
+def _note_hung(message: Message) -> None:
+    with open(_folder() / f"hung.{os.getpid()}.txt", "a") as out:
+        out.write(f"{message.partition} {message.offset}\n")
+
+
+SECOND = "b"
+"""The subfolder the second consumer of a test records into (``handle_b``)."""
+
+
+def _run(message: Message, under: str = "") -> None:
+    start = time.monotonic()
+    if message.value == HANG:
+        _note_hung(message)
+        while not _released():
+            time.sleep(POLL_S)
+    elif message.value:
+        time.sleep(float(message.value) / 1000.0)
+    recording._write(message, start, under)
+
+
+async def _run_async(message: Message, under: str = "") -> None:
+    start = time.monotonic()
+    if message.value == HANG:
+        _note_hung(message)
+        while not _released():
+            await asyncio.sleep(POLL_S)
+    elif message.value:
+        await asyncio.sleep(float(message.value) / 1000.0)
+    recording._write(message, start, under)
+
+
+def handle(message: Message) -> None:
+    _run(message)
+
+
+def handle_b(message: Message) -> None:
+    _run(message, SECOND)
+
+
+async def handle_async(message: Message) -> None:
+    await _run_async(message)
+
+
+async def handle_b_async(message: Message) -> None:
+    await _run_async(message, SECOND)
+
+
+def handle_batch(messages: list[Message]) -> None:
+    for message in messages:
+        _run(message)
+
+
+async def handle_batch_async(messages: list[Message]) -> None:
+    for message in messages:
+        await _run_async(message)
+
+
+def release(folder: Path) -> None:
+    """Let every hung call return."""
+    (folder / RELEASE).touch()
+
+
+def hung(folder: Path) -> set[tuple[int, int]]:
+    """The ``(partition, offset)`` of every call that started hanging."""
+    seen: set[tuple[int, int]] = set()
+    for path in folder.glob("hung.*.txt"):
+        for line in path.read_text().splitlines():
+            partition, offset = line.split()
+            seen.add((int(partition), int(offset)))
+    return seen
