@@ -83,11 +83,13 @@ test-jaeger: $(DEV)
 test-cluster: $(DEV)
 	scripts/with-services kafka-cluster -- $(BIN)/pytest -q -m cluster
 
-# Thirty minutes on the cluster: a steady producer, laneway run members killed every few
-# minutes and a broker restarted every ten; prints lost (must be 0), duplicates, p99 latency
-# per 5 minutes and each member's RSS over time (see tests/soak/). Not part of any other target.
+# Thirty minutes (SOAK_MINUTES) on the cluster: a steady producer, laneway run members killed
+# every few minutes and a broker restarted every ten; prints lost (must be 0), duplicates,
+# p99 latency per 5 minutes and each member's RSS over time (see tests/soak/). Not part of
+# any other target. The last run's report: docs/results/soak.md.
+SOAK_MINUTES ?= 30
 soak: $(DEV)
-	scripts/with-services kafka-cluster -- $(BIN)/python tests/soak/run.py
+	SOAK_MINUTES=$(SOAK_MINUTES) scripts/with-services kafka-cluster -- $(BIN)/python tests/soak/run.py
 
 # The documentation site into site/; --strict turns a broken link, anchor or API reference
 # into a failure. Not --quiet: it hides the warnings that --strict would fail on.

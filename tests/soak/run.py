@@ -14,7 +14,9 @@ and are stopped with SIGTERM, and the report says:
 * RSS per member over time, and member 0's growth after a 5-minute warm-up (<= 10%).
 
 Bootstrap: ``LANEWAY_CLUSTER`` (``scripts/with-services kafka-cluster`` sets it).
-``LANEWAY_SOAK_MINUTES`` shortens it (the kill and restart periods scale with it). The
+``SOAK_MINUTES`` (``make soak SOAK_MINUTES=10``) sets its length (the kill and restart
+periods and the windows scale with it; below 30 the kills come more often than every three
+minutes). The
 report goes to stdout and, as JSON, to ``.soak/report.json``; exits 1 unless nothing was
 lost and member 0 grew at most 10%.
 """
@@ -38,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-MINUTES = float(os.environ.get("LANEWAY_SOAK_MINUTES", "30"))
+MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
 RATE = 200
 PARTITIONS = 6
 MEMBERS = 3
@@ -64,7 +66,8 @@ class Member:
             "--engine", "thread", "--concurrency", "16", "--drain-timeout", "10",
             "--log-level", "warning",
         ]  # fmt: skip
-        self.env = {**os.environ, "LANEWAY_SOAK_DIR": str(out), "PYTHONPATH": str(HERE)}
+        path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+        self.env = {**os.environ, "LANEWAY_SOAK_DIR": str(out), "PYTHONPATH": path}
         self.log = open(out / f"member-{slot}.stderr", "a")  # noqa: SIM115 - closed by stop()
         self.process: subprocess.Popen[bytes] | None = None
         self.lives = 0
