@@ -94,3 +94,21 @@ def forget_repeats() -> None:
     """Forget every line seen, so the next of each is logged whole."""
     REPEATS.forget()
     REPEATS_AT_EVERY_LEVEL.forget()
+
+
+_keys_shown = False
+
+
+def show_keys(shown: bool) -> None:
+    """Whether laneway's log lines name message keys (a failed or stalled message's, an
+    open circuit's). Keys are message data, so they are left out unless the operator asks:
+    ``laneway run --health-show-keys``, the switch that also shows them on ``/readyz`` and
+    the status page, turns this on. Process-wide, like the logging configuration."""
+    global _keys_shown
+    _keys_shown = shown
+
+
+def key_clause(key: object) -> str:
+    """The part of a line that names a message's key: `` (key b'k5')`` when
+    :func:`show_keys` allowed it, else nothing."""
+    return f" (key {key!r})" if _keys_shown else ""

@@ -21,7 +21,7 @@ from kafka_helpers import run_kafka_script  # noqa: E402
 from secured_kafka import SecuredBroker, secured_document  # noqa: E402
 from topics import EmbeddedTopic, KafkaTopic, LogTopic  # noqa: E402
 
-from laneway.logs import forget_repeats  # noqa: E402
+from laneway.logs import forget_repeats, show_keys  # noqa: E402
 
 # pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
@@ -119,6 +119,15 @@ def _fresh_repeat_memory() -> None:
     """Each test starts with laneway's repeat filter empty (see laneway.logs): a line an
     earlier test logged is not held back from this one."""
     forget_repeats()
+
+
+@pytest.fixture
+def keys_in_logs() -> Iterator[None]:
+    """laneway's log lines name message keys during the test, as with ``laneway run
+    --health-show-keys`` (see :func:`laneway.logs.show_keys`); hidden again afterwards."""
+    show_keys(True)
+    yield
+    show_keys(False)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from laneway.config import ConsumerConfig
 from laneway.engines.base import Engine
-from laneway.logs import get_logger
+from laneway.logs import get_logger, key_clause
 from laneway.options import STALL_EXIT_CODE, EngineKind, StallAction
 from laneway.retry import RetryPolicy
 from laneway.types import HotKey, Message, PartitionId, Stall
@@ -88,8 +88,9 @@ class InFlightReport:
 class StallWatch:
     """Looks at the engine's running messages about once a second and reports each one in
     flight longer than ``timeout`` seconds as a WARNING (once per message), naming topic,
-    partition, offset, key and age, what cannot start until it returns (how many
-    messages, of how many keys, on which partitions: see
+    partition, offset and age (the key only where :func:`~laneway.logs.show_keys` allows
+    it), what cannot start until it returns (how many messages, of how many keys, on which
+    partitions: see
     :meth:`~laneway.engines.base.Engine.waiting_behind`) and how many finished messages
     of its partition it holds uncommitted (``held_back``, from the latest backlog
     sample). :attr:`report` is the latest look, for ``stats()`` and metrics.
@@ -218,13 +219,13 @@ class StallWatch:
             if where in self._warned:
                 continue
             log.warning(
-                "the handler has been running for %.1f s on %s[%d]@%d (key %r), longer than "
+                "the handler has been running for %.1f s on %s[%d]@%d%s, longer than "
                 "stall_timeout=%g s; %s%s. %s",
                 stall.seconds,
                 stall.topic,
                 stall.partition,
                 stall.offset,
-                stall.key,
+                key_clause(stall.key),
                 self._timeout,
                 held_up(stall),
                 hot_now(self._hot_keys()),

@@ -18,7 +18,7 @@ from laneway.errors import (
     SourceError,
     UnknownTopicError,
 )
-from laneway.logs import get_logger
+from laneway.logs import get_logger, show_keys
 from laneway.service import exits
 from laneway.service.handler_ref import load_handler
 from laneway.service.logs import configure, scrubbed, start_failed, started
@@ -105,6 +105,7 @@ def _main(flags: dict[str, Any], config_file: Path | None, print_config: bool) -
                 click.echo(f"{name:<22} {value:<40} ({origin})")
             return exits.OK
         configure(settings["log_level"], settings["log_format"], member, settings.client.secrets())
+        show_keys(settings["health_show_keys"])
         if not settings["handler"]:
             raise ConfigError("no handler: laneway run MODULE:ATTR, e.g. myapp.handlers:handle")
         if member is None and settings["members"] > 1:

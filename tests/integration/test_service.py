@@ -250,6 +250,11 @@ def test_readyz_reports_a_stall_and_recovers_and_livez_stays_up(
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
+    [warning] = [line for line in output.splitlines() if "longer than stall_timeout" in line]
+    if show_keys:
+        assert f"on {topic}[" in warning and "@0 (key b'stuck')," in warning, warning
+    else:
+        assert "stuck" not in output, "keys are user data: not in the log lines either"
 
 
 def test_on_stall_exit_ends_the_process_with_exit_code_4(

@@ -8,7 +8,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 
-from laneway.logs import get_logger
+from laneway.logs import get_logger, key_clause
 from laneway.serde.codec import DESERIALIZATION
 from laneway.stats import FAILURES_KEPT, FailureNote
 from laneway.types import Failure
@@ -22,13 +22,14 @@ WINDOW = 60.0
 
 
 class FailureLog:
-    """Logs each final failure at ERROR, naming position, key, error and outcome, with the
-    traceback; past ``burst`` failures in a ``window``, the rest are only counted and one
-    summary line per window says how many there were, per topic, error type and outcome
-    (a poison flood would otherwise write a line and a traceback per message). Records
-    that did not decode (the handler never ran) count against a burst of their own. The
-    last :data:`~laneway.stats.FAILURES_KEPT` are kept in :attr:`recent` (no key, no
-    value), for ``stats().recent_failures``.
+    """Logs each final failure at ERROR, naming position, error and outcome (the key only
+    where :func:`~laneway.logs.show_keys` allows it), with the traceback; past ``burst``
+    failures in a ``window``, the rest are only counted and one summary line per window
+    says how many there were, per topic, error type and outcome (a poison flood would
+    otherwise write a line and a traceback per message). Records that did not decode (the
+    handler never ran) count against a burst of their own. The last
+    :data:`~laneway.stats.FAILURES_KEPT` are kept in :attr:`recent` (no key, no value), for
+    ``stats().recent_failures``.
 
     Used from the control thread only; :meth:`flush` writes a pending summary.
     """
@@ -84,10 +85,10 @@ class FailureLog:
 def _log_one(failure: Failure, outcome: str, undecoded: bool) -> None:
     m = failure.message
     if undecoded:
-        text = "record %s[%d]@%d (key %r) did not decode; the handler was not called: %s; %s"
+        text = "record %s[%d]@%d%s did not decode; the handler was not called: %s; %s"
         details: tuple[object, ...] = (failure.error_message, outcome)
     else:
-        text = "handler failed on %s[%d]@%d (key %r) after %d attempt(s): %s: %s; %s%s"
+        text = "handler failed on %s[%d]@%d%s after %d attempt(s): %s: %s; %s%s"
         trace = f"\n{failure.traceback.rstrip()}" if failure.traceback else ""
         details = (failure.attempts, failure.error_type, failure.error_message, outcome, trace)
     log.error(
@@ -95,7 +96,7 @@ def _log_one(failure: Failure, outcome: str, undecoded: bool) -> None:
         m.topic,
         m.partition,
         m.offset,
-        m.key,
+        key_clause(m.key),
         *details,
         extra={"topic": m.topic, "partition": m.partition, "offset": m.offset},
     )

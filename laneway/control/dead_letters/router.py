@@ -7,7 +7,7 @@ import time
 from laneway.config import ConsumerConfig
 from laneway.control.dead_letters.failure_log import FailureLog
 from laneway.engines.circuit import KeyCircuitBreaker, open_failure
-from laneway.logs import get_logger
+from laneway.logs import get_logger, key_clause
 from laneway.metrics import Metric
 from laneway.producing.acknowledged import AcknowledgedWrites
 from laneway.producing.producer import TraceContext
@@ -111,11 +111,12 @@ class DeadLetterRouter:
             if breaker is not None and failure.attempts > 0 and breaker.record_failure(m):
                 opened.add((m.topic, m.partition))
                 log.warning(
-                    "key %r of %s[%d] failed %d times: its circuit is open for %g s, its "
+                    "the key of %s[%d]@%d%s failed %d times: its circuit is open for %g s, its "
                     "messages go to dead letters without running",
-                    m.key,
                     m.topic,
                     m.partition,
+                    m.offset,
+                    key_clause(m.key),
                     self._config.poison_threshold,
                     self._config.poison_cooldown,
                 )

@@ -56,7 +56,7 @@ def test_a_new_window_logs_one_by_one_again(caplog: pytest.LogCaptureFixture) ->
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 4
     assert messages[2].startswith("3 more messages failed")
-    assert "@5 (key b'k')" in messages[3]
+    assert messages[3].startswith("handler failed on orders[0]@5 after 1 attempt(s)")
 
 
 def test_records_that_did_not_decode_leave_the_handlers_failures_their_lines(
@@ -76,12 +76,44 @@ def test_records_that_did_not_decode_leave_the_handlers_failures_their_lines(
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 5  # 3 undecoded, the handler's failure, the summary
     assert messages[0] == (
-        "record orders[0]@0 (key b'bad') did not decode; the handler was not called: could "
+        "record orders[0]@0 did not decode; the handler was not called: could "
         "not decode the value: DecodeError: JSON is malformed; dead-lettered to orders.dlq"
     )
     assert not [m for m in messages if "after 0 attempt(s)" in m]
-    assert messages[3].startswith("handler failed on orders[0]@20 (key b'k') after 1 attempt")
+    assert messages[3].startswith("handler failed on orders[0]@20 after 1 attempt")
     assert messages[4].startswith("17 more messages failed")
+
+
+def lines_of_a_failure_and_a_record_that_did_not_decode(
+    caplog: pytest.LogCaptureFixture,
+) -> list[str]:
+    failures = FailureLog(burst=10, window=60.0, clock=Clock())
+    failed = Failure(Message("orders", 0, 0, b"acct-7", b"v"), "KeyError", "x", 1)
+    undecoded = Failure(Message("orders", 0, 1, b"acct-7", b"{x"), "deserialization", "bad", 0)
+    with caplog.at_level(logging.ERROR, logger="laneway"):
+        failures.failed(failed, "dlq")
+        failures.failed(undecoded, "dlq")
+    return [r.getMessage() for r in caplog.records]
+
+
+def test_failure_lines_leave_keys_out_unless_the_operator_allowed_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lines = lines_of_a_failure_and_a_record_that_did_not_decode(caplog)
+    assert lines == [
+        "handler failed on orders[0]@0 after 1 attempt(s): KeyError: x; dlq",
+        "record orders[0]@1 did not decode; the handler was not called: bad; dlq",
+    ]
+
+
+def test_failure_lines_name_the_key_where_the_operator_allowed_it(
+    caplog: pytest.LogCaptureFixture, keys_in_logs: None
+) -> None:
+    lines = lines_of_a_failure_and_a_record_that_did_not_decode(caplog)
+    assert lines == [
+        "handler failed on orders[0]@0 (key b'acct-7') after 1 attempt(s): KeyError: x; dlq",
+        "record orders[0]@1 (key b'acct-7') did not decode; the handler was not called: bad; dlq",
+    ]
 
 
 def test_the_latest_failures_are_kept_without_key_or_value() -> None:
