@@ -38,10 +38,9 @@ from itertools import pairwise
 
 from laneway.offsets.claim_epochs import UNKNOWN, EpochRuns, Segments
 from laneway.offsets.codec import decode_claims, encode_window, max_span
+from laneway.offsets.tracked_epochs import ANY_EPOCH, ClaimedEpochs, ReadEpochs
 from laneway.types import CommitPosition
 
-ANY_EPOCH = -2
-"""The epoch of a claim restored from a version-1 map: it holds for any record."""
 _FETCHED = 1
 _FINISHED = 2
 _MAX_GAP_FILL = 4096
@@ -87,18 +86,14 @@ class PartitionOffsets:
     """
 
     __slots__ = (
-        "_base_epoch",
-        "_base_offset",
         "_blocks",
         "_cached",
-        "_claim_at",
-        "_claim_epochs",
+        "_claims",
         "_declined",
         "_declined_min",
-        "_epoch_at",
-        "_epochs",
         "_max_bytes",
         "_next",
+        "_read",
         "_refused",
         "_restored",
         "_span",
@@ -116,29 +111,20 @@ class PartitionOffsets:
         self._declined_min = -1
         """The lowest declined offset (-1: none, or not known since it was fetched again)."""
         self._next = -1
-        # The epochs of fetched offsets, and of restored claims: (first offset, epoch).
-        self._epoch_at: list[int] = []
-        self._epochs: list[int] = []
-        self._claim_at: list[int] = []
-        self._claim_epochs: list[int] = []
-        # The epoch of the record before offset _base_offset (the committed position's).
-        self._base_offset = -1
-        self._base_epoch = UNKNOWN
+        self._claims = ClaimedEpochs()
         self._refused: list[tuple[int, int, int]] = []
-        if committed is not None:
+        if committed is None:
+            self._read = ReadEpochs()
+        else:
             self._next = committed.offset
-            self._base_offset = committed.offset
-            if committed.leader_epoch is not None:
-                self._base_epoch = committed.leader_epoch
+            self._read = ReadEpochs(committed.offset, committed.leader_epoch)
             window, segments = decode_claims(
                 committed.metadata, committed.offset, span_limit=self._span
             )
             first = committed.offset + 1
             self._restored.extend(i + first for i, flag in enumerate(window) if flag)
             if self._restored:
-                for distance, epoch in segments or [(0, ANY_EPOCH)]:
-                    self._claim_at.append(first + distance)
-                    self._claim_epochs.append(epoch)
+                self._claims.restore(first, segments)
 
     @property
     def started(self) -> bool:
@@ -289,7 +275,7 @@ class PartitionOffsets:
         else:
             skip = self._fetched_one_by_one(offsets, epochs)
         if last >= following:
-            self._note_epochs(epochs, following)
+            self._read.note(epochs, following)
         if self._advance() != before or len(restored) != restored_count:
             self._version += 1
         return skip
@@ -330,11 +316,12 @@ class PartitionOffsets:
         if cached is not None and cached[0] == self._version:
             return cached[1]
         commit = self._advance()
-        self._trim_epochs(commit)
+        self._read.trim(commit)
+        self._claims.trim(self._restored[0] if self._restored else None)
         window = self._window(commit)
         regions = self._regions(commit, len(window)) if window else None
         metadata = encode_window(commit, window, regions, self._max_bytes)
-        epoch = self._epoch_before(commit)
+        epoch = self._read.before(commit)
         position = CommitPosition(commit, metadata, None if epoch == UNKNOWN else epoch)
         self._cached = (self._version, position)
         return position
@@ -350,14 +337,7 @@ class PartitionOffsets:
         """
         if self._next < 0 or offset >= self._next or epoch == UNKNOWN:
             return False
-        at = bisect_right(self._epoch_at, offset) - 1
-        if at >= 0:
-            known = self._epochs[at]
-            return known != UNKNOWN and known != epoch
-        # Below every record read: a record rewritten there has a newer epoch than any
-        # the log had before (a new leader's), so newer than the first one read.
-        floor = self._epochs[0] if self._epochs else self._base_epoch
-        return floor != UNKNOWN and epoch > floor
+        return self._read.differs(offset, epoch)
 
     def truncate(self, offset: int) -> int:
         """Forget everything at and after ``offset`` (the log was cut there and written
@@ -375,52 +355,12 @@ class PartitionOffsets:
                 unfinished += block.states.count(_FETCHED, cut)
                 del block.states[cut:]
         self._restored.clear()
-        self._claim_at.clear()
-        self._claim_epochs.clear()
-        while self._epoch_at and self._epoch_at[-1] >= offset:
-            self._epoch_at.pop()
-            self._epochs.pop()
+        self._claims.clear()
         if offset < self._next:
             self._next = offset
-        if not blocks and not self._epoch_at and self._base_offset != self._next:
-            self._base_offset = self._next
-            self._base_epoch = UNKNOWN
+        self._read.cut(offset, self._next, not blocks)
         self._version += 1
         return unfinished
-
-    def _note_epochs(self, epochs: EpochRuns | None, since: int) -> None:
-        """Record the epochs of the newly fetched offsets (those from ``since`` on)."""
-        runs = epochs if epochs else [(since, UNKNOWN)]
-        table = self._epochs
-        for index, (start, epoch) in enumerate(runs):
-            if index + 1 < len(runs) and runs[index + 1][0] <= since:
-                continue
-            if not table or table[-1] != epoch:
-                self._epoch_at.append(max(start, since))
-                table.append(epoch)
-
-    def _trim_epochs(self, commit: int) -> None:
-        """Drop the epochs of offsets below ``commit - 1`` and of claims consumed."""
-        at = self._epoch_at
-        while len(at) > 1 and at[1] <= commit - 1:
-            del at[0]
-            del self._epochs[0]
-        claims = self._claim_at
-        restored = self._restored
-        while len(claims) > 1 and (not restored or claims[1] <= restored[0]):
-            del claims[0]
-            del self._claim_epochs[0]
-
-    def _epoch_before(self, commit: int) -> int:
-        """The epoch of the record at ``commit - 1``, as far as known."""
-        at = bisect_right(self._epoch_at, commit - 1) - 1
-        if at >= 0:
-            return self._epochs[at]
-        return self._base_epoch if commit == self._base_offset else UNKNOWN
-
-    def _claim_epoch(self, offset: int) -> int:
-        at = bisect_right(self._claim_at, offset) - 1
-        return self._claim_epochs[at] if at >= 0 else ANY_EPOCH
 
     def _regions(self, commit: int, size: int) -> Segments:
         """The epochs of ``commit + 1 .. commit + size`` as ``(distance, epoch)`` regions:
@@ -428,27 +368,10 @@ class PartitionOffsets:
         claim's as unknown)."""
         low = commit + 1
         high = low + size
-        regions: Segments = []
-        fetched_end = min(self._next, high)
-        if low < fetched_end:
-            at = max(0, bisect_right(self._epoch_at, low) - 1)
-            regions.append((0, self._epochs[at] if self._epochs else UNKNOWN))
-            for index in range(at + 1, len(self._epoch_at)):
-                start = self._epoch_at[index]
-                if start >= fetched_end:
-                    break
-                regions.append((start - low, self._epochs[index]))
+        regions = self._read.regions(low, min(self._next, high))
         claims_from = max(low, self._next)
         if self._restored and claims_from < high:
-            at = bisect_right(self._claim_at, claims_from) - 1
-            first = self._claim_epochs[at] if at >= 0 else UNKNOWN
-            regions.append((claims_from - low, UNKNOWN if first == ANY_EPOCH else first))
-            for index in range(at + 1, len(self._claim_at)):
-                start = self._claim_at[index]
-                if start >= high:
-                    break
-                epoch = self._claim_epochs[index]
-                regions.append((start - low, UNKNOWN if epoch == ANY_EPOCH else epoch))
+            regions += self._claims.regions(low, claims_from, high)
         return regions
 
     def _advance(self) -> int:
@@ -467,9 +390,7 @@ class PartitionOffsets:
         restored = self._restored
         # Claims of a version-1 map count before they are fetched; those with an epoch
         # only once the record fetched there shows it (see _fetched_one_by_one).
-        while (
-            restored and restored[0] == self._next and self._claim_epoch(restored[0]) == ANY_EPOCH
-        ):
+        while restored and restored[0] == self._next and self._claims.of(restored[0]) == ANY_EPOCH:
             restored.popleft()
             self._next += 1
         return self._next
@@ -508,7 +429,7 @@ class PartitionOffsets:
             state = _FETCHED
             while restored and restored[0] <= offset:
                 if restored.popleft() == offset:
-                    claimed = self._claim_epoch(offset)
+                    claimed = self._claims.of(offset)
                     while run + 1 < len(runs) and runs[run + 1][0] <= offset:
                         run += 1
                     if claimed == ANY_EPOCH or claimed == runs[run][1]:
