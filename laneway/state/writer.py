@@ -99,10 +99,17 @@ class ChangelogResults:
             return
         changelog = self._changelog
         written = self._written
+        tables, topic = self._tables, self._topic
         direct: list[ResultGroup] = []
         for messages, records in groups:
             last = records[-1]
             if last[0] != changelog:
+                direct.append((messages, records))
+                continue
+            if (topic, messages[0][1]) not in tables:
+                # Work of a partition given up while it ran (fenced: never committed). Its
+                # state change must not reach the changelog after the new owner's.
+                records = [r for r in records if r[0] != changelog]
                 direct.append((messages, records))
                 continue
             if len(records) == 1 or self._transactional:
