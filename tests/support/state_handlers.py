@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import laneway
 
+
 def count(message: laneway.Message, state: laneway.State[int]) -> None:
     """Each key's count of messages (``value`` says how many each adds)."""
     state.value = (state.value or 0) + int(message.value or b"1")
