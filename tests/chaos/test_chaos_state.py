@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ MESSAGES = 30_000
 PARTITIONS = 8
 KEYS = 500
 ZIPF = 1.1
-PRODUCE_SECONDS = 12.0
-CHUNKS = 24
+PRODUCE_SECONDS = 45.0
+CHUNKS = 90
 KILLS = 3
 SETTLE_TIMEOUT = 180.0
 CHILD = SUPPORT / "state_child.py"
@@ -154,6 +155,23 @@ def produce_in_background(
     return expected, producer, done
 
 
+def committed_sum(bootstrap: str, settings: dict[str, Any]) -> int:
+    """The sum of the group's committed offsets (-1 while the broker's coordinator loads)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        committed = kafka_helpers.committed_offsets(bootstrap, settings["group"], settings["topic"])
+    except KafkaException as error:
+        if not error.args[0].retriable():
+            raise
+        return -1
+    return sum(offset for offset, _ in committed.values())
+
+
+def committed_past(bootstrap: str, settings: dict[str, Any], since: int) -> bool:
+    return committed_sum(bootstrap, settings) > since
+
+
 def settle(bootstrap: str, settings: dict[str, Any], members: list[Member]) -> None:
     """Wait until the group committed every input, keeping the members alive."""
     total = MESSAGES // CHUNKS * CHUNKS
@@ -178,10 +196,18 @@ def test_counts_are_exact_after_three_kills(
     rng = random.Random(seed)
     settings = settings_for(kafka_bootstrap, tmp_path, exactly_once, "state-kills")
     member = Member(0, settings)
-    expected, producer, done = produce_in_background(kafka_bootstrap, settings["topic"], seed)
+    expected, producer, _ = produce_in_background(kafka_bootstrap, settings["topic"], seed)
     try:
         for _ in range(KILLS):
-            time.sleep(rng.uniform(2.0, 4.0))
+            # Mid-run: only once this life committed something, so that it holds applied
+            # but uncommitted work when it dies (a member still joining would lose nothing).
+            since = max(committed_sum(kafka_bootstrap, settings), 0)
+            assert wait_until(
+                partial(committed_past, kafka_bootstrap, settings, since),
+                90.0,
+                interval=0.2,
+            ), "the member committed nothing"
+            time.sleep(rng.uniform(0.3, 1.5))
             member.keep_alive()
             member.kill()
         producer.join(120)
@@ -199,7 +225,7 @@ def test_counts_are_exact_across_rebalances(kafka_bootstrap: str, tmp_path: Path
     settings = settings_for(kafka_bootstrap, tmp_path, False, "state-rebalance")
     first = Member(0, settings)
     second_settings = {**settings, "state_dir": str(tmp_path / "state-second")}
-    expected, producer, done = produce_in_background(kafka_bootstrap, settings["topic"], seed)
+    expected, producer, _ = produce_in_background(kafka_bootstrap, settings["topic"], seed)
     members = [first]
     try:
         time.sleep(4.0)

@@ -42,7 +42,7 @@ def main(settings: dict[str, Any]) -> int:
         state=store,
         engine=settings.get("engine", "thread"),
         concurrency=64,
-        commit_interval=0.5,
+        commit_interval=2.0,  # more applied but uncommitted work for a kill to leave
         exactly_once=settings["exactly_once"],
     )
     try:
