@@ -366,7 +366,8 @@ class ControlPlane:
         owned = progress.partitions
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
-        backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        stalled = self._stalls.report.stalls
+        backlog = self._backlog.sample(now, self._tally.handled, owned_figures, stalled)
         self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return
