@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
 
-.PHONY: venv demo test test-jaeger lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -33,19 +33,36 @@ $(DEV): pyproject.toml
 demo: $(RUNTIME)
 	$(BIN)/laneway demo
 
-# Lint, type-check, build the docs and the package first (no services needed), run the
-# server-free tests on the other supported Pythons, then every test on the development
-# Python against a real broker and a real PostgreSQL: LANEWAY_KAFKA_BOOTSTRAP /
-# LANEWAY_POSTGRES_DSN if set, else servers scripts/with-services starts and stops again;
-# the status page's tests drive Debian's chromium (LANEWAY_CHROMIUM, else scripts/chromium
-# installs the package when missing).
-# Most of that suite waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
-# workers, a file's tests on one of them (11.7 -> 6.1 min here); the `timing` tests, which
-# assert bounds that a busy machine can break, run alone afterwards. The Jaeger round trip
-# (the `jaeger` tests) is `make test-jaeger`, which .ci/run runs after this.
-test: lint docs package pythons
-	scripts/with-services kafka postgres chromium -- sh -c \
-		'$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger" && $(BIN)/pytest -q -m timing'
+# Lint, type-check and build the docs first (no services needed); then, with a real broker,
+# a real PostgreSQL (LANEWAY_BROKER / LANEWAY_POSTGRES_DSN if set, else servers
+# scripts/with-services starts and stops again) and Debian's chromium for the status page's
+# tests (LANEWAY_CHROMIUM, else scripts/chromium installs the package when missing), two
+# things side by side: every test on the development Python, and at a lower CPU priority
+# (nice) the package (a wheel per Python, compiled) followed by the server-free unit,
+# contract and integration tests on the other supported Pythons (see noxfile.py). Most of
+# the first waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
+# workers, a file's tests on one of them, and the second takes the CPU it leaves. The
+# `timing` tests, which assert bounds that a busy machine can break, run alone afterwards.
+# The Jaeger round trip (the `jaeger` tests) is `make test-jaeger`, which .ci/run runs after
+# this. Timed in docs/project/developing.md.
+test: lint docs
+	scripts/with-services kafka postgres chromium -- $(MAKE) --no-print-directory test-with-services
+
+# `make test`'s part that needs the servers (their addresses in the environment).
+test-with-services:
+	$(MAKE) --no-print-directory -j suite pythons-beside
+	$(BIN)/pytest -q -m timing
+
+pythons-beside:
+	nice -n 10 $(MAKE) --no-print-directory pythons
+
+suite: $(DEV)
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger"
+
+# The inner loop: lint and types, then the unit and contract tests that need no server on
+# two workers (the embedded log's contract cases included). Timed in developing.md.
+check: lint
+	$(BIN)/pytest -q -n 2 -m "not kafka and not postgres and not browser and not jaeger" tests/unit tests/contracts
 
 # laneway run exporting its spans over OTLP to a real Jaeger, read back from its query API
 # (the tests marked `jaeger`, ~20 s on Kafka, PostgreSQL and Jaeger). Apart from `make test`
@@ -61,11 +78,11 @@ test-jaeger: $(DEV)
 docs: $(DEV)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# The unit and embedded-log tests on the supported Pythons other than the development one
-# (which runs everything in `make test`, on the Python source of its editable install), side
-# by side, each against the compiled wheel `package` built for it; see noxfile.py.
-# `.venv/bin/nox` alone runs all four, one after the other. The venv is made from $(PYTHON),
-# so its version is the development one even before the venv exists.
+# The server-free unit, contract and integration tests on the supported Pythons other than
+# the development one (which runs everything in `make test`, on the Python source of its
+# editable install), side by side, each against the compiled wheel `package` built for it;
+# see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other. The venv is made
+# from $(PYTHON), so its version is the development one even before the venv exists.
 OTHER_PYTHONS := $(filter-out $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
 pythons: package
 	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) $(addprefix python-,$(OTHER_PYTHONS))
@@ -84,10 +101,12 @@ python-%: $(DEV)
 package: $(DEV)
 	scripts/check-package $(BIN)/python
 
+# ruff, mypy, and the import layering of pyproject.toml's [tool.importlinter] contracts.
 lint: $(DEV)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 kafka-start:
 	@scripts/kafka start
@@ -99,4 +118,4 @@ clean:
 	scripts/kafka stop
 	scripts/postgres stop
 	scripts/jaeger stop
-	rm -rf $(VENV) .kafka .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .nox site build dist *.egg-info
+	rm -rf $(VENV) .kafka .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache .nox site build dist *.egg-info

@@ -1,13 +1,17 @@
 """The supported Pythons: laneway's tests on CPython 3.10, 3.11, 3.12 and 3.13.
 
-``nox`` (or ``make pythons``) runs, on each Python, the tests that need no server — the
-unit tests and the integration tests on the embedded log (``-m "not kafka and not
-postgres"``) — against laneway installed as a package (not in editable mode), with the
-``dev`` extra. ``make test`` runs the whole suite, Kafka and PostgreSQL
-included, on the development Python in ``.venv``, and these sessions for the others, side
-by side. Tests marked ``timing`` assert bounds that three sessions sharing two cores can
-break (the adaptive limit's convergence, say); they run once, in the whole suite, where
-nothing else shares the machine.
+``nox`` (or ``make pythons``) runs, on each Python, the tests that need no server in
+``tests/unit``, ``tests/contracts`` and ``tests/integration`` (``-m "not kafka and not
+postgres"``: the unit and contract tests and the integration tests on the embedded log)
+against laneway installed as a package (not in editable mode), with the ``dev`` extra.
+``make test`` runs the whole suite, Kafka and PostgreSQL included, on the development
+Python in ``.venv``, and these sessions for the others beside it. They leave out
+``tests/bench`` and ``tests/chaos``: those drive the same engines and sources as the
+integration tests, with more messages and kills, so what a Python version can break there
+the integration tests meet first; and ``tests/contracts/test_every_module_imports.py``
+imports every module, the bench's included, on each Python. Tests marked ``timing``
+assert bounds that sessions sharing two cores can break (the adaptive limit's
+convergence, say); they run once, in the whole suite, alone.
 
 Interpreters are found on ``PATH`` as ``python3.X``; pyenv's installs under
 ``~/.pyenv/versions`` are put in front of ``PATH`` first, since pyenv's shims answer only
@@ -23,6 +27,8 @@ import nox
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 SERVERLESS = "not kafka and not postgres and not browser and not timing"
+FOLDERS = ["tests/unit", "tests/contracts", "tests/integration"]
+"""What the other Pythons repeat, unless the session's arguments name tests."""
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -43,7 +49,9 @@ _pyenv_interpreters_first()
 
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The unit and embedded-log tests on one Python (extra pytest arguments pass through).
+    """The server-free tests of :data:`FOLDERS` on one Python; extra pytest arguments pass
+    through, and tests they name replace the folders (``nox -s tests-3.12 -- -x
+    tests/bench``).
 
     laneway comes from the wheel named by ``LANEWAY_WHEEL`` (``make package`` builds one per
     Python, so sessions running side by side never build in the same tree) or else from the
@@ -64,5 +72,6 @@ def tests(session: nox.Session) -> None:
         "-m",
         SERVERLESS,
         *session.posargs,
+        *([] if any(Path(arg.split("::")[0]).exists() for arg in session.posargs) else FOLDERS),
         env={"LANEWAY_EXPECT_COMPILED": "1"},
     )

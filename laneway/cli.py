@@ -58,7 +58,7 @@ LAZY_COMMANDS: Mapping[str, LazyCommand] = {
         "commit metadata records as finished).",
     ),
     "top": LazyCommand(
-        "laneway.ops.top:top",
+        "laneway.ops.top.command:top",
         "Watch a consumer group live: per partition the committed offset, log end, backlog "
         "and in-flight gaps, the rates, and what its members' /metrics report.",
     ),

@@ -40,6 +40,12 @@ class AccessDeniedError(SourceError):
     again fails the same way until the credentials or the ACLs change."""
 
 
+class WriteError(LanewayError):
+    """Records a command wrote (``laneway dlq replay``) were refused or not acknowledged
+    in time; nothing of that batch was committed, so running the command again writes it
+    again (at least once)."""
+
+
 class TransactionError(LanewayError):
     """``exactly_once=True``: a transaction was aborted or this member was fenced, so what it
     processed since its last commit is not in the log. ``run()`` ends with this error; run

@@ -200,7 +200,11 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         "Partition ownership changes: assignments, revocations and losses.",
     ),
     Metric.WORKER_RESTARTS: MetricDefinition(
-        MetricKind.COUNTER, "workers", (), "Process-engine workers replaced after they died."
+        MetricKind.COUNTER,
+        "workers",
+        (),
+        "Process-engine workers replaced: they died, timed out, or were detached from a call "
+        "that ran too long.",
     ),
     Metric.ACKNOWLEDGEMENTS: MetricDefinition(
         MetricKind.COUNTER,

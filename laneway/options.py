@@ -305,6 +305,15 @@ def positive(nullable: bool = False) -> Callable[[object, str], float | None]:
     return check
 
 
+def optional_text(value: object, name: str) -> str | None:
+    """A check accepting ``None`` or a non-empty string (returned stripped)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}={value!r} is not valid; expected a non-empty string")
+    return value.strip()
+
+
 def flag(value: object, name: str) -> bool:
     """A check accepting ``True`` or ``False``."""
     if not isinstance(value, bool):

@@ -14,6 +14,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import os
 import random
 import sys
 import threading
@@ -21,6 +22,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from laneway.logs import get_logger
@@ -142,12 +144,30 @@ def describe(error: BaseException) -> tuple[str, str]:
 
 
 def formatted_traceback(error: BaseException) -> str:
-    """``error``'s traceback as text, cut to its last ``MAX_TRACEBACK_TEXT`` characters."""
+    """``error``'s traceback as text, cut to its last ``MAX_TRACEBACK_TEXT`` characters,
+    from the handler's frame on: the frames of laneway calling it (the engine, the retry,
+    the decoding wrapper) come before and say nothing about the failure."""
     try:
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        text = "".join(traceback.format_exception(type(error), error, _from_handler(error)))
     except Exception:
         text = f"<traceback of {type(error).__name__} could not be formatted>"
     return text[-MAX_TRACEBACK_TEXT:]
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_BENCH = os.path.join(_PACKAGE, "bench") + os.sep  # its handlers are handlers
+
+
+def _from_handler(error: BaseException) -> TracebackType | None:
+    """``error``'s traceback without its leading laneway frames (all of it when every
+    frame is laneway's: a failure of laneway's own)."""
+    first = tb = error.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE) or filename.startswith(_BENCH):
+            return tb
+        tb = tb.tb_next
+    return first
 
 
 def unchained(error: BaseException, first: BaseException) -> BaseException:

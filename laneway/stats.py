@@ -96,7 +96,8 @@ class ConsumerStats:
     ``idle_timeout`` wait at the end is not counted); ``throughput``:
     handled messages per second over ``elapsed``; ``latency_ms``: percentiles (p50, p95,
     p99, max) of produce timestamp -> handler finished over the most recent messages;
-    ``worker_restarts``: process-engine workers replaced after they died;
+    ``worker_restarts``: process-engine workers replaced (they died, timed out, or were
+    detached from a call that ran too long);
     ``rebalances``: partition ownership changes (assignments, revocations, losses);
     ``oldest_in_flight``: seconds the longest-running message has been in its handler
     (0: none running); ``stalled``: the messages running longer than ``stall_timeout``

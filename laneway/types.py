@@ -196,9 +196,11 @@ def waiting_of(messages: Iterable[Message]) -> Waiting:
 
 @dataclass(frozen=True)
 class HotKey:
-    """One of the keys holding most of the buffer: ``buffered`` messages fetched and not
-    finished (queued and in flight), and ``held_off`` later ones not kept because the key
-    is at ``max_buffered_per_key`` (they are read again when it catches up)."""
+    """One of the hottest keys: ``buffered`` messages fetched and not finished (queued and
+    in flight), and ``held_off`` later ones not kept because the key is at
+    ``max_buffered_per_key`` (they are read again when it catches up). Keys holding
+    messages off rank first, whatever they buffer at the moment; then the keys holding
+    most of the buffer."""
 
     topic: str
     partition: int

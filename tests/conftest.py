@@ -9,11 +9,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka_helpers import run_kafka_script
-from secured_kafka import SecuredBroker, secured_document
-from topics import EmbeddedTopic, KafkaTopic, LogTopic
 
-from laneway.logs import forget_repeats
+# The shared contract suites live in tests/support: rewrite their asserts too, so that a
+# failure shows the values compared (the order problems found, the keys held up).
+pytest.register_assert_rewrite(
+    "adversarial", "engine_contract", "misbehaving_contract", "source_contract"
+)
+
+from kafka_helpers import run_kafka_script  # noqa: E402
+from secured_kafka import SecuredBroker, secured_document  # noqa: E402
+from topics import EmbeddedTopic, KafkaTopic, LogTopic  # noqa: E402
+
+from laneway.logs import forget_repeats  # noqa: E402
 
 # pytester runs user-like test modules for tests/integration/test_testing_plugin.py.
 pytest_plugins = ["pytester"]
@@ -71,7 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap address of a real single-node Kafka broker on 127.0.0.1 (scripts/kafka)."""
-    yield from real_service("LANEWAY_KAFKA_BOOTSTRAP", SCRIPTS / "kafka")
+    yield from real_service("LANEWAY_BROKER", SCRIPTS / "kafka")
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +92,7 @@ def kafka_secured(kafka_bootstrap: str) -> SecuredBroker:
         pytest.fail(f"the broker's secured listener is not known: {error}", pytrace=False)
     if broker.plaintext != kafka_bootstrap:
         pytest.fail(
-            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_KAFKA_BOOTSTRAP "
+            f"the secured listener's broker ({broker.plaintext}) is not LANEWAY_BROKER "
             f"({kafka_bootstrap}): set LANEWAY_SECURED_LISTENER to that broker's secured.json",
             pytrace=False,
         )

@@ -32,6 +32,7 @@ from laneway.bench.option_parsing import (
     count_list,
     http_url,
     instruments_for,
+    jaeger_url,
     key_list,
     missing_extra,
     name_list,
@@ -262,12 +263,14 @@ from laneway.options import EventLoop, uvloop_installed
 )
 @click.option(
     "--jaeger",
-    metavar="URL",
-    callback=http_url,
+    metavar="URL|auto",
+    callback=jaeger_url,
     help="spike and paced, with --otlp-endpoint: read each run's traces back from this "
     "Jaeger's query API (e.g. $(scripts/jaeger status --query)) and print the longest trace "
     "and the percentiles computed from the traces beside the bench's own; with --plot, draw "
-    "each longest trace as a waterfall.",
+    "each longest trace as a waterfall. auto: the checkout's Jaeger (scripts/jaeger, the "
+    "running one or one started now and stopped at the end) for both, in place of "
+    "--otlp-endpoint (the first start builds Jaeger: minutes).",
 )
 @click.option(
     "--json",

@@ -13,6 +13,7 @@ import click
 from laneway.bench.engines.key_spread import SPREADS
 from laneway.bench.engines.pipelines import BATCH, EXACTLY_ONCE, RESULTS
 from laneway.bench.engines.scenarios import ORDERINGS
+from laneway.bench.load.services import CHECKOUT_JAEGER
 from laneway.bench.load.topologies import Topology, parse_topology
 
 EXTRAS = ("rich", "hdrh", "matplotlib", "pyinstrument", "psutil")
@@ -153,12 +154,26 @@ def http_url(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     return value.strip().rstrip("/")
 
 
+def jaeger_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--jaeger``: ``auto`` or Jaeger's query URL (see :func:`http_url`)."""
+    if value is not None and value.strip() == CHECKOUT_JAEGER:
+        return CHECKOUT_JAEGER
+    return http_url(ctx, param, value)
+
+
 def tracing_backend(loads: tuple[str, ...], otlp_endpoint: str | None, jaeger: str | None) -> None:
     """Check ``--otlp-endpoint`` and ``--jaeger``: for spike and paced, the second reads
-    back what the first exported, and the first needs the OTLP exporter."""
+    back what the first exported (``--jaeger auto`` names both), and the first needs the
+    OTLP exporter."""
     if (otlp_endpoint or jaeger) and not loads:
         flag = "--otlp-endpoint" if otlp_endpoint else "--jaeger"
         raise click.UsageError(f"{flag} is for the spike and paced scenarios: add one of them")
+    if jaeger == CHECKOUT_JAEGER:
+        if otlp_endpoint:
+            raise click.UsageError(
+                "--jaeger auto exports to the checkout's Jaeger: leave out --otlp-endpoint"
+            )
+        otlp_endpoint = "the checkout's"
     if jaeger and not otlp_endpoint:
         raise click.UsageError(
             "--jaeger reads back the traces --otlp-endpoint exports: give both (the OTLP/HTTP "

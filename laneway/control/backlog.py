@@ -12,17 +12,14 @@ offsets finished beyond the commit point, as the consumer knows them now.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
-from laneway.offsets.backlog import PartitionBacklog
+from laneway.health import stall_as_json
+from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, PartitionBacklog, drain_seconds
+from laneway.types import Stall
 
 SAMPLE_EVERY = 1.0
 """Seconds between two samples of the backlog (and of the gauges, which come with it)."""
-RATE_WINDOW = 30.0
-"""Seconds of completions the rate covers: as long as KEDA's default polling interval, so
-one autoscaler reading sees a whole window; a stall shows as a falling rate at once and
-as a rate of 0 after this long."""
 
 
 @dataclass(frozen=True)
@@ -34,19 +31,18 @@ class Backlog:
     (a key holding the commit point back shows its partition's tail as lag, though most
     of it is done), as the consumer knows them now: what the next commit's metadata will
     record, ``laneway lag``'s figure up to a ``commit_interval`` ahead; ``rate``: messages it
-    finished (processed or given up on) per second over the last :data:`RATE_WINDOW`
-    seconds; ``drain_seconds``: ``backlog / rate``, the time to work it off at that rate.
-
-    When nothing finished in the window but a backlog is left (a stall, or a member that
-    just got its partitions), ``drain_seconds`` is ``backlog`` times the seconds the
-    window covers: the least it can be, since fewer than one message finished in that
-    time. It is a finite number on purpose: KEDA's metrics-api scaler refuses a null and
-    its Prometheus scaler reads an infinite value as 0, which would scale *in*.
+    finished (processed or given up on) per second over the last
+    :data:`~laneway.offsets.backlog.RATE_WINDOW` seconds of work
+    (:class:`~laneway.offsets.backlog.FinishingRate`); ``drain_seconds``: ``backlog /
+    rate``, the time to work it off at that rate, finite even without a rate
+    (:func:`~laneway.offsets.backlog.drain_seconds`).
 
     ``backlog``, ``lag`` and ``drain_seconds`` are ``None`` for a share group: it commits
     no offsets, so a member cannot know what is left (``laneway lag --share`` says what
     can be known). ``partitions``: the figures of each owned partition whose log end is
-    known (``PartitionBacklog``, as ``laneway lag`` prints them).
+    known (``PartitionBacklog``, as ``laneway lag`` prints them). ``stalled``: the calls
+    past ``stall_timeout`` when it was sampled, with what waits behind each (as
+    ``/readyz`` shows them): a backlog that does not shrink says why.
     """
 
     backlog: int | None = 0
@@ -54,10 +50,12 @@ class Backlog:
     rate: float = 0.0
     drain_seconds: float | None = 0.0
     partitions: tuple[PartitionBacklog, ...] = ()
+    stalled: tuple[Stall, ...] = ()
 
-    def as_json(self) -> dict[str, object]:
-        """``GET /backlog``: the four figures (the rate and drain time to 3 decimals) and
-        the partitions as ``laneway lag --json`` prints them."""
+    def as_json(self, keys: bool = False) -> dict[str, object]:
+        """``GET /backlog``: the four figures (the rate and drain time to 3 decimals), the
+        partitions as ``laneway lag --json`` prints them and the stalled calls as
+        ``/readyz`` shows them (their keys only with ``keys=True``)."""
         drain = self.drain_seconds
         return {
             "backlog": self.backlog,
@@ -65,6 +63,7 @@ class Backlog:
             "rate": round(self.rate, 3),
             "drain_seconds": None if drain is None else round(drain, 3),
             "partitions": [p.as_json() for p in self.partitions],
+            "stalled": [stall_as_json(stall, keys) for stall in self.stalled],
         }
 
 
@@ -73,17 +72,14 @@ class BacklogWatch:
     control thread and keeps the latest (:attr:`latest`, safe to read from any thread: it
     is replaced whole).
 
-    The rate is the count of finished messages at the newest sample minus the count at the
-    oldest one kept, over the time between them: samples older than ``window`` seconds
-    are dropped, so it covers ``window`` seconds once the consumer ran that long. Tuning:
-    none; the window (:data:`RATE_WINDOW`) is as long as KEDA's default polling interval
-    and the Prometheus scrape intervals in use, smooth enough that an autoscaler does not
-    follow every burst.
+    The rate is :class:`~laneway.offsets.backlog.FinishingRate`'s, the one ``laneway top``
+    shows too. Tuning: none; the window (``RATE_WINDOW``) is as long as KEDA's default
+    polling interval and the Prometheus scrape intervals in use, smooth enough that an
+    autoscaler does not follow every burst.
     """
 
     def __init__(self, window: float = RATE_WINDOW) -> None:
-        self._window = window
-        self._samples: deque[tuple[float, int]] = deque()
+        self._rate = FinishingRate(window)
         self._sampled_at: float | None = None
         self.latest = Backlog()
 
@@ -92,34 +88,23 @@ class BacklogWatch:
         return self._sampled_at is None or now - self._sampled_at >= SAMPLE_EVERY
 
     def sample(
-        self, now: float, finished: int, partitions: tuple[PartitionBacklog, ...] | None
+        self,
+        now: float,
+        finished: int,
+        partitions: tuple[PartitionBacklog, ...] | None,
+        stalled: tuple[Stall, ...] = (),
     ) -> Backlog:
         """The backlog at ``now``, kept as :attr:`latest`: ``finished`` is how many
         messages the consumer finished so far, ``partitions`` the figures of the partitions
-        it owns (``Progress.backlog``; ``None``: a source without offsets)."""
+        it owns (``Progress.backlog``; ``None``: a source without offsets), ``stalled``
+        the calls stalled now."""
         self._sampled_at = now
-        rate, span = self._rate(now, finished)
-        if partitions is None:
-            self.latest = Backlog(None, None, rate, None)
+        backlog = None if partitions is None else sum(p.backlog for p in partitions)
+        rate, span = self._rate.sample(now, finished, backlog)
+        if partitions is None or backlog is None:
+            self.latest = Backlog(None, None, rate, None, stalled=stalled)
             return self.latest
-        backlog = sum(p.backlog for p in partitions)
-        if backlog == 0:
-            drain = 0.0
-        elif rate > 0:
-            drain = backlog / rate
-        else:
-            drain = backlog * max(span, SAMPLE_EVERY)
-        self.latest = Backlog(backlog, sum(p.lag for p in partitions), rate, drain, partitions)
+        drain = drain_seconds(backlog, rate, span)
+        lag = sum(p.lag for p in partitions)
+        self.latest = Backlog(backlog, lag, rate, drain, partitions, stalled)
         return self.latest
-
-    def _rate(self, now: float, finished: int) -> tuple[float, float]:
-        """Messages finished per second over the window, and the seconds it covers."""
-        samples = self._samples
-        samples.append((now, finished))
-        while len(samples) > 1 and samples[1][0] <= now - self._window:
-            samples.popleft()
-        since, done = samples[0]
-        span = now - since
-        if span <= 0:
-            return 0.0, 0.0
-        return max(0, finished - done) / span, span

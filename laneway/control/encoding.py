@@ -68,10 +68,13 @@ def _encode(value: object, serializer: Serializer | None, topic: str, key: bool)
         return value
     part = "key" if key else "value"
     if serializer is None:
+        kind = type(value).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
         raise TypeError(
-            f"the {part} of a Produce to {topic!r} is a {type(value).__name__}, not bytes, "
-            f"and no {part}_serializer is set; pass {part}_serializer= to the Consumer "
-            "(e.g. serde.json()) or to the Produce, or encode it to bytes"
+            f"the {part} of a Produce to {topic!r} is {article} {kind}, not bytes, and no "
+            f"{part}_serializer is set; pass {part}_serializer= to the Consumer (e.g. "
+            f"serde.json(); laneway run: --{part}-serializer json) or to the Produce, or "
+            "encode it to bytes"
         )
     if isinstance(serializer, Codec) or not callable(serializer):  # a codec is callable too
         data = serializer.encode(value, topic, key)

@@ -33,7 +33,7 @@ from laneway.control.skew.release import release_for
 from laneway.control.stalls import StallWatch
 from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
-from laneway.engines.base import Completions, Engine
+from laneway.engines.base import Completed, Completions, Engine
 from laneway.engines.lanes import lane_function
 from laneway.errors import AccessDeniedError, SourceError, TransactionError
 from laneway.logs import get_logger
@@ -42,7 +42,7 @@ from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
 from laneway.state.keeper import StateKeeper
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, HotKey, Message, PartitionId
+from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
 
 log = get_logger(__name__)
 
@@ -314,23 +314,48 @@ class ControlPlane:
             self._release.submit(runnable)
 
     def _collect(self) -> None:
-        finished, failed, durations, retries, results = self.completions.take_all()
-        if retries:
-            self._tally.retried(retries)
-        handled = len(finished)
-        if results:
-            results, unencodable = self._codecs.encoded(results)
-            failed.extend(unencodable)
-            self._results.write(results)
-            # The drain rate counts messages when their handler is done, not when their
-            # results are acknowledged: backpressure weighs them as handler work only
-            # until then (see Backpressure.next_turn).
-            handled += sum([len(group[0]) for group in results])
+        done = self.completions.take_all()
+        if done.retries:
+            self._tally.retried(done.retries)
+        handled = len(done.finished) + self._write_results(done)
         written, unwritten = self._results.poll()
-        if unwritten:
-            failed.extend(unwritten)
-        reported = bool(failed)
-        if reported:
+        failed = done.failed + unwritten if unwritten else done.failed
+        self._route_failures(failed)
+        settled = self._router.poll()
+        now = time.monotonic()
+        if not (done.finished or settled or written or failed):
+            if handled:
+                self._backpressure.finished(handled, now)
+            return
+        finished = done.finished
+        finished.extend(written)  # after the timed ones: durations cover a prefix
+        self._tally.finished(finished, settled, now, done.durations)
+        self._backpressure.finished(handled + len(settled), now)
+        released = self._progress.settle(finished, settled)
+        over = finished + settled if settled else finished
+        self._containment.settled(over)
+        self._release.settled(over, settled)
+        released = self._admitted(released)
+        if released:
+            self._submit(self._decoded(released))
+
+    def _write_results(self, done: Completed) -> int:
+        """Hand the handlers' results to the result writer (those that do not encode fail
+        their messages); how many messages returned them. The drain rate counts messages
+        when their handler is done, not when their results are acknowledged: backpressure
+        weighs them as handler work only until then (see Backpressure.next_turn)."""
+        if not done.results:
+            return 0
+        results, unencodable = self._codecs.encoded(done.results)
+        done.failed.extend(unencodable)
+        self._results.write(results)
+        return sum([len(messages) for messages, _ in results])
+
+    def _route_failures(self, failed: list[Failure]) -> None:
+        """Failed messages to dead letters: those that did not decode at once, the others
+        once their progress gives up on them (asked every turn: a share group gives up
+        records of its own, and retries the others by redelivery)."""
+        if failed:
             failed, undecodable = self._codecs.undecodable(failed)
             if undecodable:
                 self._router.route(undecodable)
@@ -339,23 +364,6 @@ class ControlPlane:
             opened = self._router.route(failed)
             if opened:
                 self._divert_queued(opened)
-        settled = self._router.poll()
-        if not finished and not settled and not written and not reported:
-            if handled:
-                self._backpressure.finished(handled, time.monotonic())
-            return
-        now = time.monotonic()
-        if written:
-            finished.extend(written)  # after the timed ones: durations cover a prefix
-        self._tally.finished(finished, settled, now, durations)
-        self._backpressure.finished(handled + len(settled), now)
-        released = self._progress.settle(finished, settled)
-        done = finished + settled if settled else finished
-        self._containment.settled(done)
-        self._release.settled(done, settled)
-        released = self._admitted(released)
-        if released:
-            self._submit(self._decoded(released))
 
     def _divert_queued(self, partitions: Collection[PartitionId]) -> None:
         """A key's circuit just opened: take back what the engine has queued of its
@@ -388,7 +396,8 @@ class ControlPlane:
         owned = progress.partitions
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
-        backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        stalled = self._stalls.report.stalls
+        backlog = self._backlog.sample(now, self._tally.handled, owned_figures, stalled)
         self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from laneway.results import Records
@@ -18,6 +19,23 @@ from laneway.types import Failure, Message, PartitionId, Waiting
 ResultGroup = tuple[list[Message], Records]
 """Messages whose handler call returned results, with those results: the messages count as
 finished only once every record is written (one message, or a batch handler's batch)."""
+
+
+@dataclass
+class Completed:
+    """Everything engines reported since the control thread last asked
+    (:meth:`Completions.take_all`)."""
+
+    finished: list[Message] = field(default_factory=list)
+    """Messages done (those whose handler returned results are in :attr:`results`)."""
+    failed: list[Failure] = field(default_factory=list)
+    """Messages whose handler failed for good."""
+    durations: list[float] = field(default_factory=list)
+    """Handler seconds of the first finished messages, in their order (when timed)."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """Retries made, per topic."""
+    results: list[ResultGroup] = field(default_factory=list)
+    """Messages whose handler returned results, with those results."""
 
 
 class Completions:
@@ -80,19 +98,17 @@ class Completions:
             finished.extend(messages)
         return finished, failed
 
-    def take_all(
-        self,
-    ) -> tuple[list[Message], list[Failure], list[float], dict[str, int], list[ResultGroup]]:
+    def take_all(self) -> Completed:
         """:meth:`take`, with the handler times of the finished messages (same order), the
         retries per topic and the result groups, all reported since the last call."""
         with self._lock:
             self._ready.clear()
-            finished, self._finished = self._finished, []
-            failed, self._failed = self._failed, []
-            durations, self._durations = self._durations, []
-            retries, self._retries = self._retries, {}
-            results, self._results = self._results, []
-        return finished, failed, durations, retries, results
+            taken = Completed(
+                self._finished, self._failed, self._durations, self._retries, self._results
+            )
+            self._finished, self._failed, self._durations = [], [], []
+            self._retries, self._results = {}, []
+        return taken
 
     def wait(self, timeout: float, at_least: int = 1) -> bool:
         """Block until ``at_least`` messages are reported, :meth:`wake` is called (True),

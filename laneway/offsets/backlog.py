@@ -14,6 +14,7 @@ count, nor does metadata laneway did not write or cannot decode (it counts 0).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -148,3 +149,58 @@ def group_backlog(
         if (topic, number) in ends
     ]
     return GroupBacklog(tuple(found))
+
+
+RATE_WINDOW = 30.0
+"""Seconds of work the rate behind a drain time covers: as long as KEDA's default polling
+interval, so one autoscaler reading sees a whole window; a stall shows as a falling rate
+at once and as a rate of 0 after this long."""
+SHORTEST_SPAN = 1.0
+"""The fewest seconds a drain time without a rate counts per message."""
+
+
+class FinishingRate:
+    """Messages finished per second over the last :data:`RATE_WINDOW` seconds of work,
+    from samples ``(time, messages finished so far, backlog)``: the one estimate behind
+    every drain time laneway shows (``GET /backlog``, ``laneway_drain_seconds``,
+    ``laneway top``).
+
+    A sample taken while nothing was left and nothing had finished since the one before
+    (an idle consumer) starts the window afresh, so after an idle spell the rate is that
+    of the burst being worked off, not the burst spread over idle seconds. Within busy
+    time the window is the whole :data:`RATE_WINDOW`: a burst of completions counts for
+    its share of it, so an autoscaler does not follow every burst.
+    """
+
+    def __init__(self, window: float = RATE_WINDOW) -> None:
+        self._window = window
+        self._samples: deque[tuple[float, int]] = deque()
+
+    def sample(self, now: float, finished: int, backlog: int | None) -> tuple[float, float]:
+        """Add a sample; the rate, and the seconds it covers."""
+        samples = self._samples
+        idle = backlog == 0 and bool(samples) and finished <= samples[-1][1]
+        if idle:
+            samples.clear()
+        samples.append((now, finished))
+        while len(samples) > 1 and samples[1][0] <= now - self._window:
+            samples.popleft()
+        since, done = samples[0]
+        span = now - since
+        if span <= 0:
+            return 0.0, 0.0
+        return max(0, finished - done) / span, span
+
+
+def drain_seconds(backlog: int, rate: float, span: float) -> float:
+    """The seconds to work off ``backlog`` at ``rate`` (measured over ``span`` seconds):
+    ``backlog / rate``. When nothing finished in the span but a backlog is left (a stall,
+    or a member that just got its partitions), ``backlog`` times the span (at least
+    :data:`SHORTEST_SPAN`): the least it can be, since fewer than one message finished in
+    that time; a finite number on purpose (KEDA's metrics-api scaler refuses a null and its
+    Prometheus scaler reads an infinite value as 0, which would scale *in*)."""
+    if backlog == 0:
+        return 0.0
+    if rate > 0:
+        return backlog / rate
+    return backlog * max(span, SHORTEST_SPAN)

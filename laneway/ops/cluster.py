@@ -20,13 +20,13 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from laneway.errors import LanewayError
 from laneway.offsets.backlog import GroupBacklog, group_backlog
-from laneway.ops.connection import OpsError, Target
+from laneway.ops.connection import OpsError
 from laneway.service import exits
-from laneway.types import CommitPosition, PartitionId
+from laneway.sources.backends import open_positions
+from laneway.sources.targets import Target
 
 SHARE_GROUP_NOTE = (
     "a share group: it commits no offsets, and confluent-kafka cannot read a share "
@@ -62,39 +62,6 @@ class Snapshot:
         }
 
 
-class Positions(Protocol):
-    """Where a :class:`GroupReader` reads positions and ends: a Kafka cluster
-    (:class:`~laneway.ops.kafka_positions.KafkaPositions`) or an embedded log
-    (:class:`~laneway.ops.embedded_positions.EmbeddedPositions`)."""
-
-    @property
-    def where(self) -> str:
-        """The log, as a user names it."""
-
-    def check_topics(self, topics: Sequence[str]) -> None:
-        """Raise :class:`~laneway.errors.UnknownTopicError` for a topic the log lacks."""
-
-    def group_exists(self, group: str) -> bool:
-        """Whether the log knows ``group`` (members or commits)."""
-
-    def committed(self, group: str, topics: Sequence[str]) -> dict[PartitionId, CommitPosition]:
-        """The group's committed positions (in ``topics``, or all); never committed: absent."""
-
-    def assigned(self, group: str) -> set[PartitionId]:
-        """Partitions the group's members own now."""
-
-    def partitions(self, topics: Sequence[str]) -> list[PartitionId]:
-        """Every partition of ``topics``."""
-
-    def ends(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
-        """The log end (high watermark) of each partition."""
-
-    def starts(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
-        """The first offset of each partition still in the log."""
-
-    def close(self) -> None: ...
-
-
 class GroupReader:
     """Reads snapshots of one group, again and again (``laneway top``), from a Kafka
     cluster or an embedded log directory; :meth:`close` when done. A snapshot costs a
@@ -112,15 +79,12 @@ class GroupReader:
         self.group = group
         self.topics = tuple(topics)
         self.share = share
-        if target.log_dir is not None:
-            from laneway.ops.embedded_positions import EmbeddedPositions
-
-            self._source: Positions = EmbeddedPositions(target.log_dir)
-        else:
-            from laneway.ops.kafka_positions import KafkaPositions
-
-            self._source = KafkaPositions(target)
-        self._source.check_topics(self.topics)
+        self._source = open_positions(target)
+        try:
+            self._source.check_topics(self.topics)
+        except BaseException:
+            self.close()
+            raise
 
     def snapshot(self) -> Snapshot:
         """The group's backlog now; :class:`OpsError` (exit 3) for an unknown group."""

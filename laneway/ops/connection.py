@@ -11,11 +11,10 @@ producers do; consumer tuning in the table is not theirs.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -28,8 +27,9 @@ from laneway.errors import (
     SourceError,
     UnknownTopicError,
 )
+from laneway.logs import get_logger
 from laneway.service import exits
-from laneway.service.settings import resolve
+from laneway.service.settings import Resolved, resolve
 
 EXIT_CODES_HELP = (
     f"Exit codes: {exits.OK} done; {exits.FAILED} unexpected error; {exits.USAGE} bad "
@@ -47,86 +47,83 @@ class OpsError(LanewayError):
         self.code = code
 
 
-@dataclass(frozen=True)
-class Target:
-    """The log an ops command works on: a Kafka cluster (``bootstrap_servers`` and the
-    librdkafka ``kafka`` settings) or a durable embedded log (``log_dir``), and the
-    effective settings they were resolved from (for a default group or topics)."""
-
-    bootstrap_servers: str | None
-    log_dir: Path | None
-    connect_timeout: float
-    kafka: Mapping[str, object] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        """The log as a user names it, for messages."""
-        return str(self.log_dir) if self.log_dir is not None else str(self.bootstrap_servers)
-
-
-def resolve_target(flags: Mapping[str, object], config_file: Path | None) -> Target:
-    """The target of ``flags`` (given ones only: ``bootstrap_servers``, ``log_dir`` and
+def resolve_settings(flags: Mapping[str, object], config_file: Path | None) -> Resolved:
+    """The settings of ``flags`` (given ones only: ``bootstrap_servers``, ``log_dir`` and
     any other ``laneway run`` setting a command takes), with ``LANEWAY_*`` variables and
-    the TOML file below them. Exactly one of Kafka or an embedded log must result."""
+    the TOML file below them; :meth:`~laneway.service.settings.Resolved.target` is the log
+    they name."""
     given = {name: value for name, value in flags.items() if value not in (None, ())}
-    resolved = resolve(given, os.environ, config_file)
-    servers, log_dir = resolved["bootstrap_servers"], resolved["log_dir"]
-    if servers and log_dir:
-        raise OpsError(
-            f"both --bootstrap-servers ({servers}) and --log-dir ({log_dir}) are set "
-            "(by flags, LANEWAY_* variables or --config); give one",
-            exits.USAGE,
-        )
-    if not servers and not log_dir:
-        raise OpsError(
-            "no log to read: give --bootstrap-servers HOST:PORT (Kafka) or --log-dir DIR "
-            "(a durable embedded log), or LANEWAY_BOOTSTRAP_SERVERS, or --config FILE",
-            exits.USAGE,
-        )
-    return Target(
-        bootstrap_servers=servers,
-        log_dir=None if log_dir is None else Path(log_dir),
-        connect_timeout=float(resolved["connect_timeout"]),
-        kafka=dict(resolved.kafka),
-        settings=dict(resolved.values),
-    )
+    return resolve(given, os.environ, config_file)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def connection_options(*, log_dir: bool = True) -> Callable[[F], F]:
-    """The options every ops command takes: ``--bootstrap-servers``, ``--config`` and
-    (unless ``log_dir=False``) ``--log-dir``."""
+def connection_options(command: F) -> F:
+    """The options every ops command takes: ``--bootstrap-servers``, ``--log-dir`` and
+    ``--config``."""
+    command = click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="A TOML file of settings, as for laneway run (librdkafka settings in its "
+        "[kafka] table).",
+    )(command)
+    command = click.option(
+        "--log-dir",
+        metavar="DIR",
+        help="A durable embedded log directory instead of Kafka (not while another "
+        "process has it open) [env LANEWAY_LOG_DIR].",
+    )(command)
+    return click.option(
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="The Kafka cluster [env LANEWAY_BOOTSTRAP_SERVERS].",
+    )(command)
 
-    def decorate(command: F) -> F:
-        command = click.option(
-            "--config",
-            "config_file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="A TOML file of settings, as for laneway run (librdkafka settings in its "
-            "[kafka] table).",
-        )(command)
-        if log_dir:
-            command = click.option(
-                "--log-dir",
-                metavar="DIR",
-                help="A durable embedded log directory instead of Kafka (not while another "
-                "process has it open) [env LANEWAY_LOG_DIR].",
-            )(command)
-        return click.option(
-            "--bootstrap-servers",
-            metavar="HOST:PORT[,...]",
-            help="The Kafka cluster [env LANEWAY_BOOTSTRAP_SERVERS].",
-        )(command)
 
-    return decorate
+class _CommandLines(logging.Formatter):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"laneway {name}: %(levelname)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.levelname = record.levelname.lower()
+        return super().format(record)
+
+
+LIBRDKAFKA_LINES, CLIENT_ERRORS = "laneway.librdkafka", "laneway.kafka"
+"""The loggers of librdkafka's own lines and of the clients' errors (see
+:mod:`laneway.sources.kafka.client_logs`)."""
+
+
+def _quiet_clients(record: logging.LogRecord) -> bool:
+    if record.name.startswith(LIBRDKAFKA_LINES):
+        return False
+    if record.name.startswith(CLIENT_ERRORS):
+        return record.levelno >= logging.ERROR  # a fatal client error
+    return True
+
+
+def command_logging(name: str) -> None:
+    """laneway's log lines on stderr as ``laneway NAME: warning: ...``, nothing below
+    WARNING, and not librdkafka's own lines nor the clients' passing errors (a broker not
+    answering yet, a group coordinator still loading): the client retries them, and if
+    one lasts the command ends with its one-line error naming it."""
+    logger = get_logger("laneway")
+    if any(isinstance(h.formatter, _CommandLines) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_CommandLines(name))
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(_quiet_clients)
+    logger.addHandler(handler)
 
 
 def finish(name: str, body: Callable[[], int]) -> NoReturn:
     """Run a command's ``body`` and exit with its code, or report its error in one line
-    (``laneway NAME: error: ...``) and exit with the error's code."""
+    (``laneway NAME: error: ...``) and exit with the error's code; what the command logs
+    meanwhile is written as :func:`command_logging` says."""
+    command_logging(name)
     try:
         code = body()
     except OpsError as error:
@@ -145,11 +142,3 @@ def finish(name: str, body: Callable[[], int]) -> NoReturn:
 def _report(name: str, error: LanewayError, code: int) -> int:
     click.echo(f"laneway {name}: error: {error}", err=True)
     return code
-
-
-READ_GROUP_PREFIX = "laneway-dlq-read-"
-
-
-def read_group() -> str:
-    """A fresh group name for a read that commits nothing (``dlq list`` and ``show``)."""
-    return f"{READ_GROUP_PREFIX}{uuid.uuid4().hex[:12]}"

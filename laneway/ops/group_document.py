@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from laneway.ops.cluster import Snapshot
-from laneway.ops.top_view import View
+from laneway.ops.top.view import Drain, View
 from laneway.status.history import SERIES_POINTS
 
 RATE_SAMPLES = 5
@@ -198,7 +198,12 @@ def rates(snapshots: Sequence[Snapshot]) -> View | None:
     compares them; ``None`` before the second sample."""
     if len(snapshots) < 2:
         return None
-    return View(snapshots[max(0, len(snapshots) - 1 - RATE_SAMPLES)], snapshots[-1], None, None)
+    drain = Drain()
+    for snapshot in snapshots:  # the drain time as laneway top estimates it
+        drain.add(snapshot)
+    return View(
+        snapshots[max(0, len(snapshots) - 1 - RATE_SAMPLES)], snapshots[-1], None, None, drain
+    )
 
 
 def each_member(

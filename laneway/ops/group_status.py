@@ -18,9 +18,9 @@ from typing import Any
 from laneway import __version__
 from laneway.errors import ConfigError, LanewayError, SourceError
 from laneway.ops.cluster import GroupReader, Snapshot
-from laneway.ops.connection import Target
 from laneway.ops.group_document import joined
 from laneway.ops.member_metrics import http_address
+from laneway.sources.targets import Target
 from laneway.status.entries import KEY_FIELDS
 
 FETCH_TIMEOUT = 1.5

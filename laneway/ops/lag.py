@@ -11,13 +11,13 @@ from laneway.ops.cluster import GroupReader, Snapshot
 from laneway.ops.connection import (
     EXIT_CODES_HELP,
     OpsError,
-    Target,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
 from laneway.ops.tables import BACKLOG_HEADER, Cell, backlog_rows, render
 from laneway.service import exits
+from laneway.service.settings import Resolved
 
 SUMMARY = (
     "Show how far behind a consumer group really is: per partition the committed offset, "
@@ -64,7 +64,7 @@ LANEWAY_TOPICS, --config FILE), so the same file and variables serve both.
     help="GROUP is a share group (needs --topic) [env LANEWAY_SHARE].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@connection_options()
+@connection_options
 def lag(
     group: str | None,
     topics: tuple[str, ...],
@@ -83,18 +83,19 @@ def lag(
     finish("lag", lambda: _lag({**flags, "log_dir": log_dir}, config_file, as_json))
 
 
-def group_and_topics(target: Target) -> tuple[str, tuple[str, ...]]:
-    """The group (required) and topics of a resolved target."""
-    group = target.settings.get("group")
+def group_and_topics(settings: Resolved) -> tuple[str, tuple[str, ...]]:
+    """The group (required) and topics of resolved settings."""
+    group = settings["group"]
     if not group:
         raise OpsError("no group: give --group NAME (or LANEWAY_GROUP)", exits.USAGE)
-    return str(group), tuple(target.settings.get("topics") or ())
+    return str(group), tuple(settings["topics"])
 
 
 def _lag(flags: dict[str, object], config_file: Path | None, as_json: bool) -> int:
-    target = resolve_target(flags, config_file)
-    group, topics = group_and_topics(target)
-    reader = GroupReader(target, group, topics, bool(target.settings.get("share")))
+    settings = resolve_settings(flags, config_file)
+    target = settings.target()
+    group, topics = group_and_topics(settings)
+    reader = GroupReader(target, group, topics, settings["share"])
     try:
         snapshot = reader.snapshot()
     finally:

@@ -16,7 +16,7 @@ from laneway.ops.connection import (
     OpsError,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
 from laneway.ops.group_status import GroupStatus, Members, member_url
 from laneway.ops.lag import group_and_topics
@@ -83,7 +83,7 @@ unless --show-keys. Read only: GET, nothing is paused, committed or written.
 )
 @click.option("--show-keys", is_flag=True, help="Show the message keys members show.")
 @click.option("--json", "as_json", is_flag=True, help="Print one document and exit.")
-@connection_options()
+@connection_options
 def status(
     group: str | None,
     topics: tuple[str, ...],
@@ -107,8 +107,9 @@ def status(
     members = Members([member_url(url) for url in member_urls], services)
 
     def body() -> int:
-        target = resolve_target(flags, config_file)
-        name, wanted = group_and_topics(target)
+        settings = resolve_settings(flags, config_file)
+        target = settings.target()
+        name, wanted = group_and_topics(settings)
         watched = GroupStatus(target, name, wanted, members, show_keys=show_keys, interval=interval)
         if as_json:
             return _print_once(watched)

@@ -186,15 +186,31 @@ def _check_part(
     if made is None:
         raise ConfigError(
             f"handler {name} takes {_shown(annotation)} but no {part}_deserializer is set, so "
-            f"its {part}s would be bytes; set {part}_deserializer (e.g. serde.json(...))"
+            f"its {part}s would be bytes; {_advice(part, wanted)}"
         )
     raise ConfigError(
         f"handler {name} takes {_shown(annotation)} but {part}_deserializer={made!r} makes "
-        f"{_shown(produced)}; make them agree"
+        f"{_shown(produced)}; {_advice(part, wanted)}"
     )
 
 
+def _advice(part: str, wanted: Any) -> str:
+    """How to set a deserializer that makes ``wanted``, in code and for ``laneway run``."""
+    wanted = typing.get_origin(wanted) or wanted
+    if wanted is str:
+        code, text = "serde.text()", "str"
+    elif not isinstance(wanted, type) or wanted.__module__ == "builtins":
+        code, text = "serde.json()", "json"
+    else:
+        kind = "protobuf" if hasattr(wanted, "DESCRIPTOR") else "json"
+        code = f"serde.{kind}({wanted.__qualname__})"
+        text = f"{kind}:{wanted.__module__}:{wanted.__qualname__}"
+    return f"set {part}_deserializer={code} (laneway run: --{part}-deserializer {text})"
+
+
 _UNKNOWN: Any = object()
+_PLAIN_JSON: Any = dict | list | str | int | float | bool | None
+"""What untyped JSON decodes into."""
 
 
 def _produces(made: Callable[[bytes], object] | None) -> Any:
@@ -207,6 +223,8 @@ def _produces(made: Callable[[bytes], object] | None) -> Any:
         return _UNKNOWN
     for attribute in ("message_class", "type"):
         found = getattr(made, attribute, None)
+        if found is Any and made.name == "json":
+            return _PLAIN_JSON
         if found is not None:
             return _UNKNOWN if found is Any else found
     if made.name == "avro":
@@ -215,7 +233,10 @@ def _produces(made: Callable[[bytes], object] | None) -> Any:
 
 
 def _fits(produced: Any, wanted: Any) -> bool:
-    """Whether a ``produced`` value is a ``wanted`` one, as far as classes tell."""
+    """Whether a ``produced`` value is a ``wanted`` one, as far as classes tell (a
+    deserializer that makes one of several types fits when any of them does)."""
+    if typing.get_origin(produced) in (Union, types.UnionType):
+        return any(_fits(option, wanted) for option in typing.get_args(produced))
     if typing.get_origin(wanted) in (Union, types.UnionType):
         return any(_fits(produced, option) for option in typing.get_args(wanted))
     wanted = typing.get_origin(wanted) or wanted
@@ -242,6 +263,8 @@ def _name(handler: object) -> str:
 
 
 def _shown(annotation: object) -> str:
+    if annotation is _PLAIN_JSON:
+        return "plain JSON values (dict, list, str, int, float, bool or None)"
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__qualname__
     return repr(annotation).replace("laneway.types.", "")

@@ -126,13 +126,8 @@ def _check(settings: Resolved) -> None:
     """What can fail before any member starts: the handler, the options, the source's
     settings (not its reachability: each member checks that when it opens)."""
     handler = load_handler(settings["handler"])
-    source, embedded = open_source(settings, member=0)
-    try:
+    with open_source(settings, member=0) as source:
         Consumer(source, handler, **consumer_options(settings))
-    finally:
-        source.close()
-        if embedded is not None:
-            embedded.close()
 
 
 def _fail(error: LanewayError, code: int) -> int:

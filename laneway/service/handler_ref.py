@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -42,9 +43,12 @@ def load_handler(reference: str) -> Callable[..., Any]:
     target: Any = module
     for part in attribute.split("."):
         if not hasattr(target, part):
+            names = [name for name in dir(target) if not name.startswith("_")]
+            close = difflib.get_close_matches(part, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise HandlerImportError(
                 f"module {module_name!r} ({getattr(module, '__file__', '?')}) has no attribute "
-                f"{attribute!r} for handler {reference!r}"
+                f"{attribute!r} for handler {reference!r}{hint}"
             )
         target = getattr(target, part)
     if not callable(target):

@@ -3,7 +3,7 @@
 
 A variable names its property in upper case with dots as underscores
 (``LANEWAY_KAFKA_SASL_PASSWORD`` sets ``sasl.password``), matched against librdkafka's
-property names (:mod:`laneway.service.kafka_properties`). ``LANEWAY_KAFKA_<PROPERTY>_FILE``
+property names (:mod:`laneway.sources.kafka.properties`). ``LANEWAY_KAFKA_<PROPERTY>_FILE``
 reads the value from a file instead, for secrets mounted as files (one trailing newline
 is dropped). A name librdkafka does not know, in the table or a variable, is an error
 naming the closest property; so are the properties laneway sets from its own settings.
@@ -11,13 +11,13 @@ naming the closest property; so are the properties laneway sets from its own set
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from laneway.errors import ConfigError
-from laneway.service.kafka_properties import (
+from laneway.sources.kafka.properties import (
     closest_property,
     is_property,
     is_secret,
@@ -49,7 +49,7 @@ OWN_SETTINGS = {
 class KafkaClientSettings:
     """librdkafka settings (``values``, passed to the client as they are) and where each
     came from (``origins``: ``file``, ``env`` or ``env file``). Its ``repr`` and
-    :meth:`describe` never show a secret (see :func:`~laneway.service.kafka_properties.is_secret`).
+    :meth:`describe` never show a secret (see :func:`~laneway.sources.kafka.properties.is_secret`).
     """
 
     values: dict[str, Any] = field(default_factory=dict)
@@ -88,11 +88,10 @@ def read_kafka_settings(
     table: Mapping[str, Any] | None,
     config_file: Path | None,
     environ: Mapping[str, str],
-    ignored: Set[str] = frozenset(),
 ) -> KafkaClientSettings:
     """The librdkafka settings of a ``[kafka]`` table (``None``: no file, or none in it)
-    read from ``config_file`` and of the ``LANEWAY_KAFKA_*`` variables in ``environ`` but
-    those in ``ignored`` (other tools' variables); a variable wins over the table."""
+    read from ``config_file`` and of the ``LANEWAY_KAFKA_*`` variables in ``environ``; a
+    variable wins over the table."""
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     where = f"--config {config_file}: [kafka]"
@@ -102,7 +101,7 @@ def read_kafka_settings(
             kind = "a table" if isinstance(value, dict) else "a list"
             raise ConfigError(f"{where} {name!r} is {kind}; expected a string, number or boolean")
         values[name], origins[name] = value, "file"
-    for name, value, origin in _from_environment(environ, ignored):
+    for name, value, origin in _from_environment(environ):
         values[name], origins[name] = value, origin
     return KafkaClientSettings(values, origins)
 
@@ -120,12 +119,12 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _from_environment(environ: Mapping[str, str], ignored: Set[str]) -> list[tuple[str, str, str]]:
+def _from_environment(environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """``(property, value, origin)`` for every ``LANEWAY_KAFKA_*`` variable."""
     found: list[tuple[str, str, str]] = []
     by_property: dict[str, str] = {}
     for variable, value in sorted(environ.items()):
-        if not variable.startswith(PREFIX) or variable in ignored:
+        if not variable.startswith(PREFIX):
             continue
         name, from_file = _property_of_variable(variable)
         if name in by_property:

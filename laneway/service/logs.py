@@ -74,11 +74,12 @@ class StartUpHold(logging.Filter):
 
     Only the lines of :data:`HELD_LOGGERS` are held (a handler's own ``open()`` logs
     as it goes), at most :data:`MOST_HELD` of them: past that, the start is taking long
-    enough to be worth watching, and everything is released. :meth:`release` writes
-    what was held, in order, and lets everything through from then on (the consumer
-    runs, or the failure was unexpected and its traceback needs the context);
-    :meth:`discard` drops it (the one-line error says why). At ``debug`` level nothing
-    is held. Thread-safe.
+    enough to be worth watching, and everything is released. A line that is not held
+    writes the held ones before it, so the output stays in time order (holding goes on).
+    :meth:`release` writes what was held, in order, and lets everything through from then
+    on (the consumer runs, or the failure was unexpected and its traceback needs the
+    context); :meth:`discard` drops it (the one-line error says why). At ``debug`` level
+    nothing is held. Thread-safe.
     """
 
     def __init__(self, handler: logging.Handler, hold: bool = True) -> None:
@@ -86,15 +87,29 @@ class StartUpHold(logging.Filter):
         self._handler = handler
         self._lock = threading.RLock()
         self._held: list[logging.LogRecord] | None = [] if hold else None
+        self._writing = False
 
     def filter(self, record: logging.LogRecord) -> bool:
         with self._lock:
-            if self._held is None or not record.name.startswith(HELD_LOGGERS):
+            if self._held is None or self._writing:
+                return True
+            if not record.name.startswith(HELD_LOGGERS):
+                self._write_held()
                 return True
             self._held.append(record)
             if len(self._held) > MOST_HELD:
                 self.release()
             return False
+
+    def _write_held(self) -> None:
+        """Write the records held so far (and hold on)."""
+        held, self._held = self._held or [], []
+        self._writing = True
+        try:
+            for record in held:
+                self._handler.handle(record)
+        finally:
+            self._writing = False
 
     def release(self) -> None:
         """Write the held records and hold nothing more."""

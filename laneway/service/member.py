@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Any
 
 from laneway.consumer import Consumer
@@ -20,11 +20,8 @@ from laneway.service.handler_ref import load_handler
 from laneway.service.health_server import HealthServer
 from laneway.service.logs import started
 from laneway.service.settings import Resolved
+from laneway.sources import backends
 from laneway.sources.base import Source
-from laneway.sources.embedded.log import EmbeddedLog
-from laneway.sources.kafka.source import KafkaSource
-from laneway.sources.kafka.transactions import member_transactional_id
-from laneway.sources.share.source import KafkaShareSource
 from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
@@ -35,60 +32,17 @@ START_CHECK = 0.05
 """Seconds between checks whether the consumer runs yet (to write the start-up's log)."""
 
 
-def open_source(settings: Resolved, member: int | None) -> tuple[Source, EmbeddedLog | None]:
-    """The source the settings name: a Kafka group, or a durable embedded log directory
-    (returned too, to be closed after the run)."""
-    servers, log_dir = settings["bootstrap_servers"], settings["log_dir"]
-    if servers and log_dir:
-        raise ConfigError(
-            "bootstrap_servers and log_dir are both set; choose Kafka or the embedded log"
-        )
-    if not servers and not log_dir:
-        raise ConfigError(
-            "no source: give --bootstrap-servers HOST:PORT (Kafka) or --log-dir DIR (a "
-            "durable embedded log)"
-        )
+def open_source(settings: Resolved, member: int | None) -> AbstractContextManager[Source]:
+    """The source the settings name (a Kafka group, a share group, or a durable embedded
+    log directory), closed when the ``with`` block ends."""
+    target = settings.target()
     if not settings["group"]:
         raise ConfigError("no consumer group: give --group NAME")
     if not settings["topics"]:
         raise ConfigError("no topic: give --topic NAME (repeat it for several)")
-    if settings["share"] and not servers:
-        raise ConfigError("share needs Kafka: give --bootstrap-servers HOST:PORT")
-    if servers:
-        kafka = dict(settings.kafka)
-        if member is not None:
-            kafka.setdefault("client.id", f"laneway-member-{member}")
-        if settings["share"]:
-            share = KafkaShareSource(
-                servers,
-                settings["group"],
-                list(settings["topics"]),
-                kafka,
-                connect_timeout=settings["connect_timeout"],
-                wait_for_topics=settings["wait_for_topics"],
-                start_at=settings["start_at"],
-            )
-            return share, None
-        source = KafkaSource(
-            servers,
-            settings["group"],
-            list(settings["topics"]),
-            kafka,
-            connect_timeout=settings["connect_timeout"],
-            wait_for_topics=settings["wait_for_topics"],
-            transactional_id=member_transactional_id(
-                settings["group"], member, settings["transactional_id"]
-            ),
-        )
-        return source, None
-    if member is not None:
-        raise ConfigError("members > 1 needs Kafka: an embedded log lives in one process")
-    embedded = EmbeddedLog(Path(log_dir))
-    try:
-        return embedded.subscribe(list(settings["topics"]), settings["group"]), embedded
-    except BaseException:
-        embedded.close()
-        raise
+    return backends.open_source(
+        target, settings["group"], settings["topics"], settings.source_options(), member
+    )
 
 
 def consumer_options(settings: Resolved) -> dict[str, Any]:
@@ -120,8 +74,7 @@ def run_member(settings: Resolved, member: int | None = None) -> int:
 def _run(settings: Resolved, member: int | None) -> int:
     export_spans(settings["tracing"])  # OTEL_EXPORTER_OTLP_ENDPOINT: before the handler's import
     handler = load_handler(settings["handler"])
-    source, embedded = open_source(settings, member)
-    try:
+    with open_source(settings, member) as source:
         options = consumer_options(settings)
         if settings["metrics_port"] is not None:
             port = settings["metrics_port"] + (member or 0)
@@ -169,9 +122,6 @@ def _run(settings: Resolved, member: int | None) -> int:
             {f"{t}[{p}]": o for (t, p), o in sorted(stats.committed.items())},
         )
         return exits.ABANDONED if stats.abandoned else exits.OK
-    finally:
-        if embedded is not None:
-            embedded.close()
 
 
 def _release_log_when_running(consumer: Consumer) -> None:

@@ -22,10 +22,11 @@ from typing import Any
 
 from laneway.config import env_variable, option_defaults, option_specs
 from laneway.errors import ConfigError
-from laneway.options import OptionSpec, duration, flag, number
+from laneway.options import OptionSpec, flag, number, optional_text
 from laneway.service.kafka_settings import PREFIX as KAFKA_PREFIX
 from laneway.service.kafka_settings import KafkaClientSettings, read_kafka_settings
-from laneway.sources.share.settings import START_AT_CHOICES
+from laneway.sources.backends import source_options
+from laneway.sources.targets import Target
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,18 +43,17 @@ ENV_TYPO_CUTOFF = 0.85
 
 MEMBER_VARIABLE = "LANEWAY_MEMBER_INDEX"
 """Set by the ``--members`` supervisor for each member process (0, 1, ...)."""
-TOOL_VARIABLES = frozenset(
+OWN_VARIABLES = frozenset(
     {
         MEMBER_VARIABLE,
-        "LANEWAY_KAFKA_BOOTSTRAP",
-        "LANEWAY_KAFKA_START_TIMEOUT",
-        "LANEWAY_POSTGRES_DSN",
-        "LANEWAY_TEST_RECORD_DIR",
-        "LANEWAY_DEMO_WORK_MS",
         "LANEWAY_SHARE_PREVIEW_WARNED",  # laneway.sources.share.preview_warning.PREVIEW_WARNED
     }
 )
-"""Variables of laneway's own scripts and supervisor: never taken for misspelt settings."""
+"""Variables laneway sets for its own processes (the ``--members`` supervisor for each
+member): never taken for misspelt settings. Any other ``LANEWAY_*`` variable that is not a
+setting is left alone unless it looks like a misspelt one (:data:`ENV_TYPO_CUTOFF`), so the
+checkout's scripts (``LANEWAY_BROKER``, ``LANEWAY_POSTGRES_DSN``, ...) need no entry here;
+``LANEWAY_KAFKA_*`` is librdkafka's (see :mod:`laneway.service.kafka_settings`)."""
 
 LOOPBACK = "127.0.0.1"
 """Where the probes and ``/metrics`` listen unless ``health_address`` / ``metrics_address``
@@ -68,10 +68,6 @@ def _text(value: object, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name}={value!r} is not valid; expected a non-empty string")
     return value.strip()
-
-
-def _optional_text(value: object, name: str) -> str | None:
-    return None if value is None else _text(value, name)
 
 
 def _one_of(allowed: tuple[str, ...]) -> Callable[[object, str], str]:
@@ -116,57 +112,10 @@ def _port(value: object, name: str) -> int | None:
 
 
 SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
-    "handler": (None, OptionSpec("the handler, MODULE:ATTR", _optional_text, "text")),
-    "bootstrap_servers": (
-        None,
-        OptionSpec("Kafka bootstrap servers, HOST:PORT[,...]", _optional_text, "text"),
-    ),
-    "group": (None, OptionSpec("the consumer group", _optional_text, "text")),
+    "handler": (None, OptionSpec("the handler, MODULE:ATTR", optional_text, "text")),
+    "group": (None, OptionSpec("the consumer group", optional_text, "text")),
     "topics": ((), OptionSpec("topics to consume (repeat --topic)", _topics, "text")),
-    "log_dir": (
-        None,
-        OptionSpec("a durable embedded log directory instead of Kafka", _optional_text, "text"),
-    ),
-    "connect_timeout": (
-        10.0,
-        OptionSpec("seconds to wait for a Kafka broker at start-up", duration(), "seconds"),
-    ),
-    "wait_for_topics": (
-        False,
-        OptionSpec("wait for topics that do not exist yet instead of failing", flag, "bool"),
-    ),
-    "share": (
-        False,
-        OptionSpec(
-            "consume the topics as a Kafka share group (KIP-932): any number of members "
-            "share every partition, records are acknowledged one by one; ordering must be "
-            "unordered (the default with it)",
-            flag,
-            "bool",
-        ),
-    ),
-    "start_at": (
-        "earliest",
-        OptionSpec(
-            "with --share, where a new share group starts: earliest (laneway sets the "
-            "group's share.auto.offset.reset so no backlog is skipped), latest, or group "
-            "(leave the group config as it is; warns if that skips a backlog)",
-            _one_of(START_AT_CHOICES),
-            "choice",
-            choices=START_AT_CHOICES,
-        ),
-    ),
     "members": (1, OptionSpec("consumer processes in the group, supervised", number(), "int")),
-    "transactional_id": (
-        None,
-        OptionSpec(
-            "with exactly_once, the transactional.id of the results producer (with --members: "
-            "this, a dash and the member index); by default each member slot has its own "
-            "stable id, laneway-GROUP-HOST-member-INDEX, and a single process one per process",
-            _optional_text,
-            "text",
-        ),
-    ),
     "health_port": (
         None,
         OptionSpec(
@@ -188,7 +137,7 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "health_show_keys": (
         False,
         OptionSpec(
-            "show message keys in /readyz and the status page (message data: off by default)",
+            "show message keys in /readyz, /backlog and the status page (message data: off by default)",
             flag,
             "bool",
         ),
@@ -224,18 +173,27 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
 variables ``LANEWAY_NAME``, TOML keys the name (``topics`` may also be ``topic``)."""
 
 
+def service_specs() -> dict[str, tuple[object, OptionSpec]]:
+    """``laneway run``'s settings besides the consumer options: the handler, group and
+    topics, where the log is and the sources' options (each declared by its source's
+    folder: :func:`~laneway.sources.backends.source_options`), then the service's own."""
+    own = dict(SERVICE_SPECS)
+    first = {name: own.pop(name) for name in ("handler", "group", "topics")}
+    return {**first, **source_options(), **own}
+
+
 def service_settings_table() -> str:
     """The service's own settings as a Markdown table (flag, variable, default, meaning),
     for the command-line reference page (``scripts/generate-docs``)."""
     rows = ["| flag | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for name, (default, spec) in SERVICE_SPECS.items():
+    for name, (default, spec) in service_specs().items():
         if name == "handler":
             continue
         dashed = name.replace("_", "-")
         shown_flag = "--topic" if name == "topics" else f"--{dashed}"
         if spec.kind == "bool":
             shown_flag = f"--{dashed}` / `--no-{dashed}"
-        shown_default = "none" if default in (None, ()) else str(default)
+        shown_default = spec.shown_default or ("none" if default in (None, ()) else str(default))
         what = f"{spec.help}: {', '.join(spec.choices)}" if spec.choices else spec.help
         rows.append(f"| `{shown_flag}` | `{env_variable(name)}` | {shown_default} | {what} |")
     return "\n".join(rows)
@@ -259,6 +217,21 @@ class Resolved:
         """The librdkafka settings, by property name."""
         return self.client.values
 
+    def target(self) -> Target:
+        """The log these settings name: Kafka or a durable embedded log directory (exactly
+        one, else a :class:`~laneway.errors.ConfigError`)."""
+        log_dir = self.values["log_dir"]
+        return Target(
+            bootstrap_servers=self.values["bootstrap_servers"],
+            log_dir=None if log_dir is None else Path(log_dir),
+            connect_timeout=self.values["connect_timeout"],
+            kafka=self.kafka,
+        )
+
+    def source_options(self) -> dict[str, Any]:
+        """The sources' options (see :func:`~laneway.sources.backends.source_options`)."""
+        return {name: self.values[name] for name in source_options()}
+
     def describe(self) -> list[tuple[str, str, Origin]]:
         """``(name, shown value, origin)`` per setting, secrets redacted, for humans."""
         rows = [(name, _show(self.values[name]), self.origins[name]) for name in self.values]
@@ -272,7 +245,7 @@ def all_specs() -> dict[str, tuple[object, OptionSpec]]:
         for name, spec in option_specs().items()
         if spec.from_text
     }
-    return {**SERVICE_SPECS, **consumer}
+    return {**service_specs(), **consumer}
 
 
 def resolve(
@@ -288,7 +261,7 @@ def resolve(
     specs = all_specs()
     file_values, table = _read_file(config_file, specs) if config_file else ({}, None)
     env_values = _read_environment(environ, specs)
-    client = read_kafka_settings(table, config_file, environ, TOOL_VARIABLES)
+    client = read_kafka_settings(table, config_file, environ)
     values: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
     for name, (default, spec) in specs.items():
@@ -317,7 +290,7 @@ def kafka_settings(environ: Mapping[str, str], config_file: Path | None) -> Kafk
     table = _read_toml(config_file).get("kafka") if config_file else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"--config {config_file}: [kafka] must be a table of librdkafka settings")
-    return read_kafka_settings(table, config_file, environ, TOOL_VARIABLES)
+    return read_kafka_settings(table, config_file, environ)
 
 
 def closest(name: str, known: list[str]) -> str:
@@ -383,7 +356,7 @@ def _read_environment(environ: Mapping[str, str], specs: Mapping[str, object]) -
             found[by_variable[variable]] = value
         elif variable.startswith(KAFKA_PREFIX):
             continue  # librdkafka properties: read_kafka_settings
-        elif variable.startswith("LANEWAY_") and variable not in TOOL_VARIABLES:
+        elif variable.startswith("LANEWAY_") and variable not in OWN_VARIABLES:
             match = difflib.get_close_matches(variable, list(by_variable), 1, ENV_TYPO_CUTOFF)
             if match:
                 raise ConfigError(

@@ -1,4 +1,5 @@
-"""Kafka's rule for topic names, checked once for every source.
+"""Kafka's rule for topic names, checked once for every source, and the "did you mean"
+of an unknown topic.
 
 Kafka accepts a topic name of 1 to 249 characters from ``[a-zA-Z0-9._-]`` that is not
 ``.`` or ``..`` (the broker refuses anything else, and a client only learns so as an
@@ -10,6 +11,7 @@ or ``LANEWAY_TOPICS="a b"`` (a space, where several topics are separated by comm
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 
@@ -66,6 +68,17 @@ def check_topic_names(
     if not names:
         raise ConfigError(f"{option}=[] is not valid; expected at least one topic name")
     return tuple(names)
+
+
+def unknown_topics(missing: Iterable[str], known: Iterable[str]) -> str:
+    """``unknown topic 'x'`` for the ``missing`` names, each with the ``known`` topic it
+    most likely misspells (``'x' (did you mean 'y'?)``)."""
+    candidates = [name for name in known if not name.startswith("__")]  # not internal ones
+    shown = []
+    for name in missing:
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+        shown.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    return f"unknown topic {', '.join(shown)}"
 
 
 def _problem(name: str) -> str:

@@ -14,7 +14,23 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.util._once import Once
 
+from laneway.bench.load import services
+from laneway.bench.load.services import Services
 from laneway.cli import main
+
+FAKE_JAEGER = """import json, pathlib, sys
+here = pathlib.Path(__file__).parent
+command = sys.argv[1]
+(here / "calls").open("a").write(command + "\\n")
+endpoints = {"otlp_http": "http://127.0.0.1:4318", "query": "http://127.0.0.1:16686"}
+if command == "status" and not (here / "running").exists():
+    sys.exit(1)
+if command == "start":
+    (here / "running").touch()
+    print("building... done")
+if command in ("status", "start"):
+    print(json.dumps(endpoints))
+"""
 
 
 def invoke(args: list[str]) -> Result:
@@ -27,12 +43,31 @@ def invoke(args: list[str]) -> Result:
         (["--scenarios", "spike", "--jaeger", "http://127.0.0.1:1"], "give both"),
         (["--scenarios", "spike", "--otlp-endpoint", "127.0.0.1:4318"], "http:// or https://"),
         (["--scenarios", "trivial", "--otlp-endpoint", "http://x:1"], "spike and paced"),
+        (
+            ["--scenarios", "spike", "--jaeger", "auto", "--otlp-endpoint", "http://x:1"],
+            "leave out --otlp-endpoint",
+        ),
     ],
 )
 def test_the_tracing_backend_options_are_checked(args: list[str], says: str) -> None:
     result = CliRunner().invoke(main, ["bench", *args])
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+def test_jaeger_auto_uses_the_checkouts_jaeger_and_stops_one_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "jaeger").write_text(FAKE_JAEGER)
+    monkeypatch.setattr(services, "CHECKOUT", tmp_path)
+    with Services(say=lambda text: None) as checkout:
+        assert checkout.jaeger()["query"] == "http://127.0.0.1:16686"
+    assert (scripts / "calls").read_text().split() == ["status", "start", "stop"]
+    with Services(say=lambda text: None) as checkout:  # running now: used, left running
+        assert checkout.jaeger()["otlp_http"] == "http://127.0.0.1:4318"
+    assert (scripts / "calls").read_text().split()[3:] == ["status"]
 
 
 @pytest.mark.kafka

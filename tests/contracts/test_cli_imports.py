@@ -104,7 +104,7 @@ def test_each_ops_command_imports_only_what_it_needs(tmp_path: Path) -> None:
         assert found["code"] == 0, output
         assert f"Usage: laneway {name} [OPTIONS]" in output
         assert not [m for m in found["ops"] if m.startswith("rich")], found["ops"]
-        assert "laneway.ops.top_live" not in found["ops"]
+        assert "laneway.ops.top.live" not in found["ops"]
     found, _ = probe_modules(["lag", "--help"], tmp_path)
     assert not [m for m in found["ops"] if m.startswith(("laneway.ops.dlq", "laneway.ops.top"))]
 

@@ -29,7 +29,8 @@ KUBERNETES_VERSIONS = ("1.30", kubernetes_validate.latest_version())
 """The oldest Kubernetes still commonly run that has every field used, and the newest."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _KUBELET_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-FILES = sorted(path.name for path in MANIFESTS.glob("*.yaml"))
+FILES = sorted(path.name for path in MANIFESTS.glob("*.yaml") if "-values" not in path.name)
+"""The manifests (not the Helm values of prometheus-adapter-values.yaml)."""
 
 CRD_SCHEMAS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh-v1alpha1-scaledobject-keda-v2.20.2.json",
@@ -227,8 +228,9 @@ def test_the_prometheus_queries_select_defined_metrics_of_the_groups_members() -
     name = example_values()["NAME"]
     [trigger] = documents("keda-prometheus.yaml")[0]["spec"]["triggers"]
     query = trigger["metadata"]["query"]
-    rules = yaml.safe_load(find("ConfigMap")["data"]["config.yaml"])
-    [rule] = rules["externalRules"]
+    values = yaml.safe_load((MANIFESTS / "prometheus-adapter-values.yaml").read_text())
+    assert set(values) == {"rules"} and set(values["rules"]) == {"external"}, "merged, not all"
+    [rule] = values["rules"]["external"]
     for text in (query, rule["seriesQuery"]):
         assert {m.value for m in DEFINITIONS} >= set(re.findall(r"laneway_[a-z_]+", text))
         assert "laneway_backlog_messages" in text and "app_kubernetes_io_name" in text
@@ -293,3 +295,11 @@ def test_laneway_run_accepts_the_workers_command_line(name: str, tmp_path: Path)
         group = example_values()["GROUP"]
         assert settings["transactional_id"] == (f"laneway-{group}-{pod}", "env")
         assert settings["exactly_once"] == ("True", "flag")
+
+
+def test_the_deployment_leaves_its_replica_count_to_the_autoscalers() -> None:
+    deployment = find("Deployment")
+    assert "replicas" not in deployment["spec"]
+    name = deployment["metadata"]["name"]
+    for scaler in ("keda-prometheus.yaml", "keda-metrics-api.yaml", "hpa.yaml"):
+        assert documents(scaler)[0]["spec"]["scaleTargetRef"]["name"] == name

@@ -9,7 +9,7 @@ from checkout import ROOT
 
 from laneway.ops.dlq.command import dlq
 from laneway.ops.lag import lag
-from laneway.ops.top import top
+from laneway.ops.top.command import top
 
 COMMANDS = {
     "lag": lag,

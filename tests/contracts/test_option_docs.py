@@ -1,5 +1,5 @@
 """The options and command-line reference pages stay in step with the code they come from:
-ConsumerConfig's fields and the service's SERVICE_SPECS."""
+ConsumerConfig's fields and laneway run's own settings (the service's and the sources')."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from checkout import ROOT
 
 from laneway.config import option_specs
 from laneway.config.reference import option_groups, options_page
-from laneway.service.settings import SERVICE_SPECS, service_settings_table
+from laneway.service.settings import service_settings_table, service_specs
 
 
 def test_the_options_page_holds_the_generated_reference() -> None:
@@ -43,6 +43,6 @@ def test_the_command_line_page_holds_the_generated_service_settings() -> None:
     assert table == service_settings_table(), (
         "docs/reference/cli.md is stale: run .venv/bin/python scripts/generate-docs"
     )
-    for name in SERVICE_SPECS:
+    for name in service_specs():
         if name not in ("handler", "topics"):
             assert f"`--{name.replace('_', '-')}" in table, name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -51,6 +52,10 @@ def test_the_final_failure_carries_its_traceback_to_the_log_and_the_dead_letter(
     trace = dict(headers)["laneway.error.traceback"].decode()
     assert trace.startswith("Traceback (most recent call last):")
     assert "in parse_amount" in trace and "ValueError: bad amount in offset 1" in trace
+    frames = [line for line in trace.splitlines() if line.startswith('  File "')]
+    assert f"in {handler.__name__}" in frames[0], trace  # laneway's calling frames left out
+    inside = [os.path.join("laneway", "engines", ""), os.path.join("laneway", "retry.py")]
+    assert not [path for path in inside if path in trace], trace
     final = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(final) == 1 and "in parse_amount" in final[0].getMessage()
     assert "(key b'k')" in final[0].getMessage()
@@ -204,3 +209,17 @@ def test_dir_shows_the_public_names() -> None:
     names = dir(laneway)
     for name in ("Consumer", "EmbeddedLog", "KafkaSource", "Message", "ConfigError"):
         assert name in names
+
+
+def test_a_failure_inside_laneway_keeps_laneways_frames() -> None:
+    from laneway.errors import ConfigError
+    from laneway.options import whole_number
+    from laneway.retry import formatted_traceback
+
+    try:
+        whole_number("x", "concurrency")
+    except ConfigError as error:
+        raised = error
+    assert raised.__traceback__ is not None
+    inside = raised.with_traceback(raised.__traceback__.tb_next)  # laneway's frames alone
+    assert "in whole_number" in formatted_traceback(inside)

@@ -40,7 +40,7 @@ def test_broker_answers_a_metadata_request(kafka_bootstrap: str) -> None:
 
 def test_start_status_and_env_agree_on_the_running_broker(kafka_bootstrap: str) -> None:
     # Normally the fixture's broker is this checkout's, so `start` reuses it; when
-    # LANEWAY_KAFKA_BOOTSTRAP names another broker, this test starts (and stops) its own.
+    # LANEWAY_BROKER names another broker, this test starts (and stops) its own.
     started = run_kafka_script("start", timeout_s=900.0)
     assert started.returncode == 0, started.stderr
     address = started.stdout.strip()
@@ -48,7 +48,7 @@ def test_start_status_and_env_agree_on_the_running_broker(kafka_bootstrap: str) 
         status = run_kafka_script("status", timeout_s=30.0)
         assert (status.returncode, status.stdout.strip()) == (0, address)
         env = run_kafka_script("env", timeout_s=30.0)
-        assert env.stdout.strip() == f"export LANEWAY_KAFKA_BOOTSTRAP={address}"
+        assert env.stdout.strip() == f"export LANEWAY_BROKER={address}"
         again = run_kafka_script("start", timeout_s=30.0)
         assert (again.returncode, again.stdout.strip()) == (0, address)
         assert "already running" in again.stderr
@@ -73,6 +73,40 @@ def test_status_and_stop_without_a_broker(tmp_path: Path) -> None:
     assert stopped.returncode == 0
     assert "no broker running" in stopped.stderr
     assert run_kafka_script("bogus", timeout_s=30.0, script=scripts / "kafka").returncode == 2
+
+
+def test_groups_runs_kafkas_own_consumer_group_command(kafka_bootstrap: str) -> None:
+    # As above: the checkout's broker (the fixture's, normally), started if need be.
+    started = run_kafka_script("start", timeout_s=900.0)
+    assert started.returncode == 0, started.stderr
+    address = started.stdout.strip()
+    try:
+        topic, group = unique_name("groups"), unique_name("groups-group")
+        create_topic(address, topic, partitions=2)
+        consumer = Consumer({"bootstrap.servers": address, "group.id": group})
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+        produce(address, topic, [(b"k", b"v")] * 3)
+        done = subprocess.run(
+            [sys.executable, str(KAFKA_SCRIPT), "groups", "--describe", "--group", group],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = [line.split() for line in done.stdout.splitlines() if line.startswith(group)]
+        ends = end_offsets(address, topic)
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+        assert sorted((int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows) == [
+            (p, 0, ends[p], ends[p]) for p in sorted(ends)
+        ]
+        assert "INFO" not in done.stderr  # the admin client's chatter is left out
+    finally:
+        if "already running" not in started.stderr:
+            assert run_kafka_script("stop", timeout_s=60.0).returncode == 0
 
 
 def test_create_produce_read_and_commit_round_trip(kafka_bootstrap: str) -> None:

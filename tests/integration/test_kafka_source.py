@@ -342,6 +342,13 @@ def test_a_topic_that_does_not_exist_is_an_unknown_topic_error(kafka_bootstrap: 
         laneway.UnknownTopicError, match=f"unknown topic '{missing}'.*wait_for_topics=True"
     ):
         laneway.Consumer(source, lambda m: None, handle_signals=False).run(idle_timeout=5)
+    existing = unique_name("orders")
+    create_topic(kafka_bootstrap, existing, 1)
+    misspelt = existing[:-1]  # the last character left out
+    source = laneway.KafkaSource(kafka_bootstrap, unique_name("g"), [misspelt])
+    with pytest.raises(laneway.UnknownTopicError) as raised:
+        laneway.Consumer(source, lambda m: None, handle_signals=False).run(idle_timeout=5)
+    assert f"unknown topic '{misspelt}' (did you mean '{existing}'?)" in str(raised.value)
 
 
 @pytest.mark.kafka

@@ -178,7 +178,7 @@ def test_dlq_list_show_and_replay_once_with_the_loop_guard(tmp_path: Path) -> No
     where = ("--log-dir", str(path), "--topic", "orders.dlq")
     assert len(failed) == 6
 
-    listed = laneway_json("dlq", "list", *where, cwd=tmp_path)
+    listed = laneway_json("dlq", "list", *where, "--by", "message", cwd=tmp_path)
     counts = {(g["original_topic"], g["error_type"], g["error_message"]): g["count"]
               for g in listed["groups"]}  # fmt: skip
     assert listed["records"] == 9

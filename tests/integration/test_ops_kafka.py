@@ -150,6 +150,9 @@ def test_lag_of_an_unreachable_cluster_exits_3_naming_it(tmp_path: Path) -> None
                    env={"LANEWAY_CONNECT_TIMEOUT": "1"})  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert f"cannot reach the Kafka cluster at {closed}" in done.stderr
+    # one line: librdkafka's own connection failures are not written beside it
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith("laneway lag: error: ")
 
 
 def dead_lettered(bootstrap: str, topic: str, count: int) -> dict[tuple[int, int], bytes]:
@@ -193,7 +196,9 @@ def test_dlq_list_show_replay_once_loop_guard_and_dry_run(
     forged(kafka_bootstrap, dlq, "bad topic!", [(b"nameless", 0)])
     where = ("--bootstrap-servers", kafka_bootstrap, "--topic", dlq)
 
-    listed = laneway_json("dlq", "list", *where, "--where", f"topic={topic}", cwd=tmp_path)
+    listed = laneway_json(
+        "dlq", "list", *where, "--where", f"topic={topic}", "--by", "message", cwd=tmp_path
+    )
     assert listed["records"] == len(failed) + 1
     assert {(g["error_type"], g["error_message"]): g["count"] for g in listed["groups"]} == {
         ("ValueError", "bad amount"): len(failed),

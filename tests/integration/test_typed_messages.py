@@ -249,7 +249,7 @@ def test_a_result_object_without_a_serializer_fails_its_message(engine: str) -> 
     [(_, _, headers)] = letters(topic, 1)
     assert headers["laneway.error.type"] == b"serialization"
     text = headers["laneway.error.message"] or b""
-    assert b"is a Invoice, not bytes, and no value_serializer is set" in text
+    assert b"is an Invoice, not bytes, and no value_serializer is set" in text
 
 
 def test_avro_and_protobuf_records_decode(record_dir: Path) -> None:
@@ -287,7 +287,13 @@ def test_a_handler_that_does_not_fit_its_deserializer_is_refused() -> None:
         laneway.Consumer(source, typed_app.handle_keyed_order, value_deserializer=serde.json(Order))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="batch_size is not set"):
         laneway.Consumer(source, typed_app.handle_orders, value_deserializer=serde.json(Order))  # type: ignore[arg-type]
-    laneway.Consumer(source, typed_app.handle_order, value_deserializer="json")
+    with pytest.raises(ConfigError) as untyped:  # plain JSON values: dicts, not Orders
+        laneway.Consumer(source, typed_app.handle_order, value_deserializer="json")
+    assert "value_deserializer=serde.json() makes plain JSON values (dict, list" in str(
+        untyped.value
+    )
+    assert "--value-deserializer json:typed_app:Order" in str(untyped.value)
+    laneway.Consumer(source, typed_app.handle_dict, value_deserializer="json")
     laneway.Consumer(source, typed_app.handle_dict, value_deserializer=serde.avro(ORDER_AVRO))
 
 

@@ -19,7 +19,7 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     kept = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith("LANEWAY_") or name in ("LANEWAY_KAFKA_BOOTSTRAP",)
+        if not name.startswith("LANEWAY_") or name in ("LANEWAY_BROKER",)
     }
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {**kept, "PYTHONPATH": path, "COLUMNS": "200", **(extra or {})}

@@ -85,7 +85,7 @@ class SecuredBroker:
 
 SECURED_VARIABLE = "LANEWAY_SECURED_LISTENER"
 """Names the secured.json of a broker this checkout did not start (beside
-LANEWAY_KAFKA_BOOTSTRAP naming the broker)."""
+LANEWAY_BROKER naming the broker)."""
 
 
 def secured_document() -> tuple[str, Path]:

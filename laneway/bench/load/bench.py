@@ -26,7 +26,7 @@ from laneway.bench.engines.scenarios import (
 )
 from laneway.bench.load.report import load_row, merge_load_rows, variant_of
 from laneway.bench.load.run import OK, Load, LoadOutcome, LoadSettings, run_load
-from laneway.bench.load.services import Services
+from laneway.bench.load.services import CHECKOUT_JAEGER, Services
 from laneway.bench.load.topologies import Topology
 from laneway.bench.reporting.rows import Row
 from laneway.bench.tickets.requests import SpanFactory
@@ -54,7 +54,8 @@ class LoadOptions:
     otlp_endpoint: str | None = None
     """Export the producer's and the consumers' spans over OTLP/HTTP to this URL."""
     jaeger: str | None = None
-    """Jaeger's query URL: read each run's traces back (:mod:`~laneway.bench.load.jaeger`)."""
+    """Jaeger's query URL: read each run's traces back (:mod:`~laneway.bench.load.jaeger_traces`);
+    ``auto``: the checkout's Jaeger, for this and ``otlp_endpoint``."""
     plot_dir: Path | None = None
     """With ``jaeger``: draw each row's longest trace here (see ``waterfall``)."""
 
@@ -72,6 +73,10 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
     """Every load through every topology; the merged rows (one per topology and load)."""
     rows: list[Row] = []
     with Services(say) as services:
+        otlp_endpoint, jaeger = options.otlp_endpoint, options.jaeger
+        if jaeger == CHECKOUT_JAEGER:
+            endpoints = services.jaeger()
+            otlp_endpoint, jaeger = endpoints["otlp_http"], endpoints["query"]
         settings = LoadSettings(
             bootstrap=services.address("kafka", options.bootstrap),
             dsn=services.address("postgres", options.dsn),
@@ -82,9 +87,9 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
             slow_ms=options.slow_ms,
             trace_dir=options.trace_dir,
             timeout=options.timeout,
-            otlp_endpoint=options.otlp_endpoint,
+            otlp_endpoint=otlp_endpoint,
         )
-        send_span = _tracing(options.trace_dir, options.otlp_endpoint)
+        send_span = _tracing(options.trace_dir, otlp_endpoint)
         for load in options.loads():
             variant = variant_of(load, options.partitions, options.slow_ms)
             for _ in range(options.repeat):
@@ -93,16 +98,16 @@ def run_load_bench(options: LoadOptions, say: Callable[[str], None]) -> list[Row
                     row = load_row(outcome, variant)
                     if options.trace_dir is not None:
                         row["trace"] = _slowest_trace(options.trace_dir, outcome)
-                    if options.jaeger is not None and outcome.status == OK:
-                        row["jaeger"] = _read_back(options.jaeger, outcome)
+                    if jaeger is not None and outcome.status == OK:
+                        row["jaeger"] = _read_back(jaeger, outcome)
                         if row["jaeger"] is not None:  # each repetition's, beside its sell-out
                             row["runs"][0]["longest_trace_ms"] = row["jaeger"]["longest"]["ms"]
                     say(_one_line(row))
                     rows.append(row)
-    merged = merge_load_rows(rows)
-    if options.jaeger is not None and options.plot_dir is not None:
-        for row in merged:
-            _draw_longest(options.jaeger, options.plot_dir, row, say)
+        merged = merge_load_rows(rows)
+        if jaeger is not None and options.plot_dir is not None:
+            for row in merged:  # before a Jaeger started here stops: its traces go with it
+                _draw_longest(jaeger, options.plot_dir, row, say)
     return merged
 
 
@@ -114,7 +119,7 @@ def _tracing(trace_dir: Path | None, otlp_endpoint: str | None) -> SpanFactory |
     if trace_dir is not None:
         trace_files.write_spans_to(trace_dir, "producer")
     if otlp_endpoint is not None:
-        from laneway.bench.load.jaeger import export_spans_to
+        from laneway.bench.load.jaeger_traces import export_spans_to
 
         export_spans_to(otlp_endpoint)
     return trace_files.send_span
@@ -123,7 +128,7 @@ def _tracing(trace_dir: Path | None, otlp_endpoint: str | None) -> SpanFactory |
 def _read_back(query: str, outcome: LoadOutcome) -> dict[str, Any] | None:
     """What the run's traces in Jaeger say (after the bench's own spans are flushed; the
     consumers flushed theirs when they stopped)."""
-    from laneway.bench.load.jaeger import read_run
+    from laneway.bench.load.jaeger_traces import read_run
     from laneway.bench.load.trace_figures import trace_figures
     from laneway.bench.tickets import trace_files
 
@@ -136,7 +141,7 @@ def _read_back(query: str, outcome: LoadOutcome) -> dict[str, Any] | None:
 def _draw_longest(query: str, directory: Path, row: Row, say: Callable[[str], None]) -> None:
     """``trace-<scenario>-<topology>.png``: the row's longest trace as a waterfall, and
     beside it the ``.json`` document Jaeger's query API returned for it."""
-    from laneway.bench.load.jaeger import fetch_trace, spans_of
+    from laneway.bench.load.jaeger_traces import fetch_trace, spans_of
     from laneway.bench.load.waterfall import draw_waterfall
 
     longest = (row.get("jaeger") or {}).get("longest")

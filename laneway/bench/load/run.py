@@ -29,7 +29,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from laneway.bench.load.consumer_processes import ConsumerProcesses
-from laneway.bench.load.jaeger import consumer_environment
+from laneway.bench.load.jaeger_traces import consumer_environment
 from laneway.bench.load.topologies import Topology
 from laneway.bench.tickets import database
 from laneway.bench.tickets.requests import Request, RequestProducer, SpanFactory, requests

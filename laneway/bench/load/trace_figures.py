@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from laneway.bench.load.jaeger import RunTraces
+from laneway.bench.load.jaeger_traces import RunTraces
 from laneway.bench.load.report import latency_figures
 
 if TYPE_CHECKING:

@@ -45,8 +45,8 @@ def _print_hot_keys(console: Console, report: dict[str, Any], kind: str) -> None
         f"{s['max_buffered']:,}"
     )
     for column in (
-        "run", "cold msgs", "cold msg/s", "hottest key s", "its bound s", "peak buffered kB",
-        "held off", "lost", "dup", "order",
+        "run", "cold msgs", "cold msg/s", "all msg/s", "hottest key s", "its bound s",
+        "peak buffered kB", "held off", "lost", "dup", "order",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in report["rows"]:
@@ -54,6 +54,7 @@ def _print_hot_keys(console: Console, report: dict[str, Any], kind: str) -> None
             row["run"],
             f"{row['cold_messages']:,}",
             f"{row['cold_tps']:,.0f}",
+            f"{row['all_tps']:,.0f}",
             f"{row['hot_seconds']:.2f}" if row["hot_seconds"] else "-",
             f"{row['hot_bound_seconds']:.2f}" if row["hot_bound_seconds"] else "-",
             f"{row['peak_buffered_bytes'] / 1e3:,.0f}",

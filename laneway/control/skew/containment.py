@@ -19,10 +19,12 @@ the hot key's messages.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import cast
 
 from laneway.config import ConsumerConfig
@@ -205,11 +207,17 @@ class Containment:
             self._replays.pop(pid, None)
 
     def hot_keys(self) -> tuple[HotKey, ...]:
-        """The :data:`HOT_KEYS` lanes holding most of the buffer, hottest first."""
-        declining = self._declining
+        """The :data:`HOT_KEYS` hottest lanes: those holding messages off first (their
+        backlog waits in the log, however little of it is buffered at the moment), then
+        those holding most of the buffer; within each, most buffered first."""
+        counts, declining = self._counts, self._declining
+        held = heapq.nlargest(
+            HOT_KEYS, ((lane, counts.load(lane)) for lane in declining), key=itemgetter(1)
+        )
+        others = [item for item in counts.hottest(HOT_KEYS + len(held)) if item[0] not in declining]
         return tuple(
             HotKey(lane[0], lane[1], lane[2] if len(lane) > 2 else None, load, lane in declining)  # type: ignore[index,arg-type]
-            for lane, load in self._counts.hottest(HOT_KEYS)
+            for lane, load in (held + others)[:HOT_KEYS]
         )
 
     def _start_declining(self, lane: Hashable, offset: int, group: Hashable) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,12 +15,11 @@ import click
 from laneway.errors import ConfigError, UnknownTopicError
 from laneway.ops.connection import (
     EXIT_CODES_HELP,
-    Target,
+    OpsError,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
-from laneway.ops.dlq.logs import DeadLetterLog, open_dead_letters
 from laneway.ops.dlq.records import DeadLetter
 from laneway.ops.dlq.replay import (
     DEFAULT_MAX_REPLAYS,
@@ -28,8 +28,17 @@ from laneway.ops.dlq.replay import (
     default_group,
 )
 from laneway.ops.dlq.selection import Selection
-from laneway.ops.dlq.views import letter_lines, list_lines, list_summary, replay_lines
+from laneway.ops.dlq.views import (
+    BY_MESSAGE,
+    BY_TYPE,
+    letter_lines,
+    list_lines,
+    list_summary,
+    replay_lines,
+)
 from laneway.service import exits
+from laneway.sources.backends import open_dead_letters
+from laneway.sources.targets import DeadLetterLog, Target
 from laneway.sources.topic_names import check_topic_name
 
 SUMMARY = (
@@ -71,7 +80,7 @@ def _selection_options(command: F) -> F:
     command = click.option(
         "--topic", required=True, metavar="NAME", help="The dead-letter topic, e.g. orders.dlq."
     )(command)
-    return connection_options()(command)
+    return connection_options(command)
 
 
 @click.group("dlq", help=HELP)
@@ -81,13 +90,22 @@ def dlq() -> None:
 
 @dlq.command(
     "list",
-    help="Count the dead letters by original topic, error type and error message, with "
-    "the time range they were dead-lettered in. Reads the whole topic; commits nothing.",
+    help="Count the dead letters by original topic and error type (--by message: and error "
+    "message), with the time range they were dead-lettered in. Reads the whole topic; "
+    "commits nothing. A topic whose records carry no laneway dead-letter headers is not a "
+    "dead-letter topic: exit 2.",
 )
 @_selection_options
+@click.option(
+    "--by",
+    type=click.Choice([BY_TYPE, BY_MESSAGE]),
+    default=BY_TYPE,
+    show_default=True,
+    help="A row per error type (with an example message), or per error message.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def list_command(as_json: bool, **given: Any) -> None:
-    finish("dlq list", lambda: _list(as_json, **given))
+def list_command(by: str, as_json: bool, **given: Any) -> None:
+    finish("dlq list", lambda: _list(by, as_json, **given))
 
 
 @dlq.command(
@@ -159,9 +177,8 @@ def _dead_letters(
     topic: str, bootstrap_servers: str | None, log_dir: str | None, config_file: Path | None
 ) -> Iterator[tuple[Target, DeadLetterLog]]:
     check_topic_name(topic, "--topic")
-    target = resolve_target(
-        {"bootstrap_servers": bootstrap_servers, "log_dir": log_dir}, config_file
-    )
+    flags = {"bootstrap_servers": bootstrap_servers, "log_dir": log_dir}
+    target = resolve_settings(flags, config_file).target()
     log = open_dead_letters(target, topic)
     try:
         yield target, log
@@ -169,15 +186,34 @@ def _dead_letters(
         log.close()
 
 
-def _letters(log: DeadLetterLog, selection: Selection) -> Iterator[DeadLetter]:
+def _letters(
+    log: DeadLetterLog, selection: Selection, foreign: Counter[str]
+) -> Iterator[DeadLetter]:
+    """The dead letters of the selection; ``foreign`` counts the records ``read`` and
+    those ``without`` laneway's dead-letter headers (never selected)."""
     while (batch := log.read(500)) is not None:
         for message in batch:
             letter = DeadLetter.of(message)
-            if selection.matches(letter):
+            foreign["read"] += 1
+            if not letter.is_dead_letter:
+                foreign["without"] += 1
+            elif selection.matches(letter):
                 yield letter
 
 
+def _check_dead_letter_topic(topic: str, foreign: Counter[str]) -> None:
+    """A topic none of whose records is a dead letter is the wrong topic."""
+    if foreign["read"] and foreign["without"] == foreign["read"]:
+        raise OpsError(
+            f"{topic} is not a dead-letter topic: none of its {foreign['read']} records "
+            "carries laneway's dead-letter headers (laneway.error.*, laneway.original.*); a "
+            "consumer's dead letters go to its dead_letter_topic (by default <topic>.dlq)",
+            exits.USAGE,
+        )
+
+
 def _list(
+    by: str,
     as_json: bool,
     topic: str,
     where: tuple[str, ...],
@@ -186,9 +222,13 @@ def _list(
     **connection: Any,
 ) -> int:
     selection = Selection.parse(where, since, until)
+    foreign: Counter[str] = Counter()
     with _dead_letters(topic, **connection) as (target, log):
         log.start(None)
-        summary = list_summary(_letters(log, selection))
+        summary = list_summary(_letters(log, selection, foreign), by)
+    _check_dead_letter_topic(topic, foreign)
+    if foreign["without"]:
+        summary["not_dead_letters"] = foreign["without"]
     if as_json:
         click.echo(json.dumps({"topic": topic, "selection": selection.describe(), **summary}))
     else:
@@ -208,14 +248,16 @@ def _show(
 ) -> int:
     selection = Selection.parse(where, since, until)
     shown = more = 0
+    foreign: Counter[str] = Counter()
     with _dead_letters(topic, **connection) as (_, log):
         log.start(None)
-        for letter in _letters(log, selection):
+        for letter in _letters(log, selection, foreign):
             if shown < limit:
                 click.echo("\n".join(letter_lines(letter, values, tracebacks)) + "\n")
                 shown += 1
             else:
                 more += 1
+    _check_dead_letter_topic(topic, foreign)
     tail = " (raise --limit for more)" if more else ""
     click.echo(f"shown {shown} of {shown + more} dead letters ({selection.describe()}){tail}")
     return exits.OK

@@ -63,6 +63,14 @@ class DeadLetter:
         return cls(message, _texts(message.headers))
 
     @property
+    def is_dead_letter(self) -> bool:
+        """Whether the record carries any of laneway's dead-letter headers."""
+        return any(
+            name.startswith((ERROR_PREFIX, ORIGINAL_PREFIX)) or name == ATTEMPTS
+            for name in self.headers
+        )
+
+    @property
     def error_type(self) -> str:
         return self.headers.get(ERROR_PREFIX + "type", "") or "(none)"
 

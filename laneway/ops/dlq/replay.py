@@ -21,10 +21,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from laneway.ops.dlq.logs import DeadLetterLog
 from laneway.ops.dlq.records import DeadLetter
 from laneway.ops.dlq.selection import Selection
 from laneway.results import Produce
+from laneway.sources.targets import DeadLetterLog
 from laneway.types import Message
 
 BATCH = 500

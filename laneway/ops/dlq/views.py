@@ -18,10 +18,17 @@ from laneway.ops.tables import render
 TRACEBACK = ERROR_PREFIX + "traceback"
 
 
-def list_summary(letters: Iterable[DeadLetter]) -> dict[str, Any]:
+BY_TYPE, BY_MESSAGE = "type", "message"
+"""How ``laneway dlq list`` groups: by original topic and error type (one row per kind of
+failure, with an example message), or also by the exact error message."""
+
+
+def list_summary(letters: Iterable[DeadLetter], by: str = BY_TYPE) -> dict[str, Any]:
     """``records``, ``first`` / ``last`` (ISO times) and ``groups``: the count, first and
-    last time per original topic, error type and (shortened) error message, most first."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
+    last time per original topic and error type (``by`` :data:`BY_TYPE`: with an
+    ``example_message`` and how many distinct ``messages``) or also per (shortened) error
+    message (:data:`BY_MESSAGE`: ``error_message``), most first."""
+    groups: dict[tuple[str, ...], list[Any]] = {}
     first = last = None
     total = 0
     for letter in letters:
@@ -29,44 +36,61 @@ def list_summary(letters: Iterable[DeadLetter]) -> dict[str, Any]:
         stamp = letter.message.timestamp
         first = stamp if first is None else min(first, stamp)
         last = stamp if last is None else max(last, stamp)
-        key = (
+        message = short(letter.error_message)
+        key: tuple[str, ...] = (
             short(letter.original_topic or "(unknown)", 60),
             short(letter.error_type, 80),
-            short(letter.error_message),
         )
-        found = groups.setdefault(key, [0, stamp, stamp])
+        if by == BY_MESSAGE:
+            key += (message,)
+        found = groups.setdefault(key, [0, stamp, stamp, {}])
         found[0] += 1
         found[1], found[2] = min(found[1], stamp), max(found[2], stamp)
+        found[3].setdefault(message, None)
     ordered = sorted(groups.items(), key=lambda item: (-item[1][0], item[0]))
     return {
         "records": total,
         "first": None if first is None else format_time(first),
         "last": None if last is None else format_time(last),
-        "groups": [
-            {
-                "original_topic": topic,
-                "error_type": kind,
-                "error_message": message,
-                "count": count,
-                "first": format_time(start),
-                "last": format_time(end),
-            }
-            for (topic, kind, message), (count, start, end) in ordered
-        ],
+        "groups": [_group(key, found, by) for key, found in ordered],
     }
+
+
+def _group(key: tuple[str, ...], found: list[Any], by: str) -> dict[str, Any]:
+    count, start, end, messages = found
+    group: dict[str, Any] = {"original_topic": key[0], "error_type": key[1]}
+    if by == BY_MESSAGE:
+        group["error_message"] = key[2]
+    else:
+        group["example_message"] = next(iter(messages))
+        group["messages"] = len(messages)
+    return {**group, "count": count, "first": format_time(start), "last": format_time(end)}
 
 
 def list_lines(topic: str, where: str, selection: Selection, summary: dict[str, Any]) -> list[str]:
     """``laneway dlq list`` for a human."""
     head = f"{topic} on {where} ({selection.describe()}): {summary['records']} dead letters"
+    if summary.get("not_dead_letters"):
+        head += (
+            f" (and {summary['not_dead_letters']} records without laneway's dead-letter "
+            "headers, left out)"
+        )
     if not summary["records"]:
         return [head]
-    rows = [
-        [g["count"], g["original_topic"], g["error_type"], g["error_message"], g["last"]]
-        for g in summary["groups"]
-    ]
-    table = render(("count", "original topic", "error type", "error message", "last"), rows)
-    return [f"{head}, {summary['first']} .. {summary['last']}", "", table]
+    groups = summary["groups"]
+    if groups and "error_message" in groups[0]:
+        header: tuple[str, ...] = ("count", "original topic", "error type", "error message")
+        rows = [[g["count"], g["original_topic"], g["error_type"], g["error_message"], g["last"]]
+                for g in groups]  # fmt: skip
+    else:
+        header = ("count", "original topic", "error type", "messages", "for example")
+        rows = [[g["count"], g["original_topic"], g["error_type"], g["messages"],
+                 short(g["example_message"], 80), g["last"]] for g in groups]  # fmt: skip
+    table = render((*header, "last"), rows)
+    lines = [f"{head}, {summary['first']} .. {summary['last']}", "", table]
+    if "error_message" not in (groups[0] if groups else {}):
+        lines += ["", "(--by message: a row per error message)"]
+    return lines
 
 
 def _size(data: bytes | None) -> str:

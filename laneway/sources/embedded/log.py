@@ -23,7 +23,7 @@ from laneway.sources.embedded.producer import EmbeddedProducer
 from laneway.sources.embedded.segment import LogDirectory
 from laneway.sources.embedded.source import EmbeddedSource
 from laneway.sources.embedded.transactions import EmbeddedTransaction
-from laneway.sources.topic_names import check_topic_name, check_topic_names
+from laneway.sources.topic_names import check_topic_name, check_topic_names, unknown_topics
 from laneway.types import CommitPosition, Header, Message, PartitionId
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStats", "EmbeddedSource"]
@@ -405,7 +405,8 @@ class EmbeddedLog:
 
     def _unknown(self, topic: object) -> str:
         known = ", ".join(sorted(self._topics)) or "none"
-        return f"unknown topic {topic!r}; create it with create_topic() first (topics: {known})"
+        unknown = unknown_topics([str(topic)], self._topics)
+        return f"{unknown}; create it with create_topic() first (topics: {known})"
 
 
 def _not_bytes(name: str, data: object) -> str:

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from laneway.errors import AccessDeniedError, SourceError, UnknownTopicError
 from laneway.sources.kafka.client_logs import ErrorReporter, describe
 from laneway.sources.kafka.denials import Access
+from laneway.sources.topic_names import unknown_topics
 
 FIRST_WAIT = 0.05
 """Seconds of the first metadata request of :func:`check_reachable`; each next one waits
@@ -121,7 +122,15 @@ def check_topics(
             missing.append(topic)
     if missing:
         raise UnknownTopicError(
-            f"unknown topic {', '.join(repr(t) for t in missing)}: the cluster does not have "
-            "it; create it first, or wait until it appears with wait_for_topics=True "
+            f"{unknown_topics(missing, _cluster_topics(client, timeout))}: the cluster does "
+            "not have it; create it first, or wait until it appears with wait_for_topics=True "
             "(laneway run --wait-for-topics)"
         )
+
+
+def _cluster_topics(client: Any, timeout: float) -> list[str]:
+    """The topics the client may see, for a "did you mean" (none if the request fails)."""
+    try:
+        return list(client.list_topics(timeout=timeout).topics)
+    except KafkaException:
+        return []

@@ -1,4 +1,5 @@
-"""Validation of KafkaSource arguments and the librdkafka configuration laneway runs with.
+"""KafkaSource's options, the validation of its arguments and the librdkafka configuration
+laneway runs with.
 
 laneway commits offsets itself, synchronously, and only for finished work. Every setting
 that would let librdkafka commit or store offsets on its own is therefore forced off, and
@@ -11,8 +12,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from laneway.errors import ConfigError
-from laneway.options import flag, seconds
+from laneway.options import OptionSpec, duration, flag, optional_text, seconds
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.sources.topic_names import check_topic_names
+
+KAFKA_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
+    "connect_timeout": (
+        CONNECT_TIMEOUT,
+        OptionSpec("seconds to wait for a Kafka broker at start-up", duration(), "seconds"),
+    ),
+    "wait_for_topics": (
+        False,
+        OptionSpec("wait for topics that do not exist yet instead of failing", flag, "bool"),
+    ),
+    "transactional_id": (
+        None,
+        OptionSpec(
+            "with exactly_once, the transactional.id of the results producer (with --members: "
+            "this, a dash and the member index); by default each member slot has its own "
+            "stable id, laneway-GROUP-HOST-member-INDEX, and a single process one per process",
+            optional_text,
+            "text",
+        ),
+    ),
+}
+"""The keyword options of :class:`~laneway.sources.kafka.source.KafkaSource` (the first two
+also :class:`~laneway.sources.share.source.KafkaShareSource`'s), declared once: name ->
+(default, spec). ``laneway run`` takes each as a setting (flag, ``LANEWAY_*`` variable, TOML
+key); see :func:`laneway.sources.backends.source_options`."""
 
 DEFAULT_ASSIGNMENT_STRATEGY = "cooperative-sticky"
 """Incremental rebalancing: only partitions that move are revoked, and a partition is handed
@@ -141,7 +168,7 @@ class KafkaSettings:
     incremental: bool
     """Whether the group rebalances incrementally (cooperative assignor or KIP-848 protocol):
     decides between ``incremental_assign`` and ``assign`` in the assignment callback."""
-    connect_timeout: float = 10.0
+    connect_timeout: float = CONNECT_TIMEOUT
     """Seconds ``open()`` waits for a broker to answer before it fails."""
     wait_for_topics: bool = False
     """Whether ``open()`` accepts subscribed topics the cluster does not have yet."""
@@ -152,7 +179,7 @@ def build_settings(
     group: object,
     topics: object,
     config: object,
-    connect_timeout: object = 10.0,
+    connect_timeout: object = CONNECT_TIMEOUT,
     wait_for_topics: object = False,
 ) -> KafkaSettings:
     """Check every argument and merge defaults, user config and forced settings."""

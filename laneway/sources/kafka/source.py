@@ -33,6 +33,7 @@ from laneway.sources.kafka.transactions import (
     transaction_settings,
     transactional_id,
 )
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.types import CommitPosition, Message, PartitionId
 
 logger = get_logger(__name__)
@@ -50,7 +51,8 @@ class KafkaSource:
 
     ``KafkaSource(bootstrap_servers, group, topics, config)`` where ``config`` holds extra
     librdkafka settings. :meth:`open` fails with :class:`~laneway.errors.SourceError` when
-    no broker answers within ``connect_timeout`` seconds (default 10) and with
+    no broker answers within ``connect_timeout`` seconds (default
+    :data:`~laneway.sources.targets.CONNECT_TIMEOUT`) and with
     :class:`~laneway.errors.UnknownTopicError` for a topic the cluster does not have,
     unless ``wait_for_topics=True``. librdkafka's own log lines and errors go to the
     ``laneway.librdkafka`` and ``laneway.kafka`` loggers (see
@@ -98,7 +100,7 @@ class KafkaSource:
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         wait_for_topics: bool = False,
         transactional_id: str | None = None,
     ) -> None:

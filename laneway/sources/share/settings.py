@@ -1,4 +1,5 @@
-"""Validation of KafkaShareSource arguments and the librdkafka configuration it runs with.
+"""KafkaShareSource's options, the validation of its arguments and the librdkafka
+configuration it runs with.
 
 laneway acknowledges every record of a share group itself, one by one, and only once it
 is settled: ``share.acknowledgement.mode`` is forced to ``explicit``, and asking for
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from laneway.errors import ConfigError
-from laneway.options import flag, seconds
+from laneway.options import OptionSpec, flag, seconds
 from laneway.sources.kafka.client_config import non_empty_text, topic_names, user_config
 
 
@@ -111,6 +112,8 @@ def build_share_settings(
 def _group_config(value: object) -> dict[str, str]:
     if value is None:
         return {}
+    if isinstance(value, str):
+        value = _pairs(value)
     if not isinstance(value, Mapping):
         raise ConfigError(
             f"group_config={value!r} is not valid; expected a mapping of share group config "
@@ -162,3 +165,109 @@ def journal_directory(value: object, servers: str, group: str) -> Path | None:
         "temporary directory), a directory path shared by the group's members on this "
         "machine, or False (off)"
     )
+
+
+_TRUE_TEXT = frozenset({"true", "yes", "on", "1"})
+_FALSE_TEXT = frozenset({"false", "no", "off", "0"})
+
+
+def _start_at_setting(value: object, name: str) -> str:
+    return _start_at(value).value
+
+
+def _crash_journal_setting(value: object, name: str) -> bool | str:
+    """``true``/``false`` (as text or TOML booleans) or a directory path."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.lower() in _TRUE_TEXT | _FALSE_TEXT:
+            return text.lower() in _TRUE_TEXT
+        return text
+    raise ConfigError(f"{name}={value!r} is not valid; expected true, false or a directory path")
+
+
+def _pairs(text: str) -> dict[str, str]:
+    """``KEY=VALUE[,KEY=VALUE...]`` as a mapping."""
+    found: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, equals, item = part.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError(
+                f"group_config={text!r} is not valid; expected KEY=VALUE[,KEY=VALUE...], "
+                "e.g. share.record.lock.duration.ms=60000"
+            )
+        found[key.strip()] = item.strip()
+    return found
+
+
+def _nested(table: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    """A TOML table's dotted names (``share.record.lock.duration.ms = 60000`` nests)."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            flat.update(_nested(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _group_config_setting(value: object, name: str) -> dict[str, str] | None:
+    """``None``, a TOML table or ``KEY=VALUE[,KEY=VALUE...]`` text, checked as
+    ``group_config``."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        value = _nested(value)
+    return _group_config(value) or None
+
+
+SHARE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
+    "share": (
+        False,
+        OptionSpec(
+            "consume the topics as a Kafka share group (KIP-932): any number of members "
+            "share every partition, records are acknowledged one by one; ordering must be "
+            "unordered (the default with it)",
+            flag,
+            "bool",
+        ),
+    ),
+    "start_at": (
+        StartAt.EARLIEST.value,
+        OptionSpec(
+            "with --share, where a new share group starts: earliest (laneway sets the "
+            "group's share.auto.offset.reset so no backlog is skipped), latest, or group "
+            "(leave the group config as it is; warns if that skips a backlog)",
+            _start_at_setting,
+            "choice",
+            choices=START_AT_CHOICES,
+        ),
+    ),
+    "crash_journal": (
+        True,
+        OptionSpec(
+            "with --share, where the journal of records that killed a member lives: true (a "
+            "directory under the temporary directory, shared by the group's members on this "
+            "machine), a directory path (a volume that survives a container's restart), or "
+            "false (off)",
+            _crash_journal_setting,
+            "text",
+            shown_default="true",
+        ),
+    ),
+    "group_config": (
+        None,
+        OptionSpec(
+            "with --share, share group configs laneway sets before joining, "
+            "KEY=VALUE[,KEY=VALUE] (a table in TOML), e.g. "
+            "share.record.lock.duration.ms=60000; needs ALTER_CONFIGS on the group",
+            _group_config_setting,
+            "text",
+            nullable=True,
+        ),
+    ),
+}
+"""The options of :class:`~laneway.sources.share.source.KafkaShareSource` beyond a Kafka
+source's (``share`` chooses it), declared once: name -> (default, spec); ``laneway run``
+takes each as a setting (see :func:`laneway.sources.backends.source_options`)."""

@@ -41,6 +41,7 @@ from laneway.sources.share.group import GroupLimits, prepare_group
 from laneway.sources.share.preview_warning import install_preview_filter
 from laneway.sources.share.progress import ShareProgress
 from laneway.sources.share.settings import StartAt, build_share_settings
+from laneway.sources.targets import CONNECT_TIMEOUT
 from laneway.types import Message, PartitionId
 
 logger = get_logger(__name__)
@@ -124,7 +125,7 @@ class KafkaShareSource:
         topics: Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         wait_for_topics: bool = False,
         start_at: StartAt | str = StartAt.EARLIEST,
         crash_journal: bool | str | os.PathLike[str] = True,

@@ -59,6 +59,31 @@ def test_a_new_window_logs_one_by_one_again(caplog: pytest.LogCaptureFixture) ->
     assert "@5 (key b'k')" in messages[3]
 
 
+def test_records_that_did_not_decode_leave_the_handlers_failures_their_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failures = FailureLog(burst=3, window=60.0, clock=Clock())
+    undecoded = [
+        Failure(Message("orders", 0, offset, b"bad", b"{x"), "deserialization",
+                "could not decode the value: DecodeError: JSON is malformed", 0)
+        for offset in range(20)
+    ]  # fmt: skip
+    with caplog.at_level(logging.ERROR, logger="laneway"):
+        for each in undecoded:
+            failures.failed(each, "dead-lettered to orders.dlq")
+        failures.failed(failure(20), "dead-lettered to orders.dlq")
+        failures.flush()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 5  # 3 undecoded, the handler's failure, the summary
+    assert messages[0] == (
+        "record orders[0]@0 (key b'bad') did not decode; the handler was not called: could "
+        "not decode the value: DecodeError: JSON is malformed; dead-lettered to orders.dlq"
+    )
+    assert not [m for m in messages if "after 0 attempt(s)" in m]
+    assert messages[3].startswith("handler failed on orders[0]@20 (key b'k') after 1 attempt")
+    assert messages[4].startswith("17 more messages failed")
+
+
 def test_the_latest_failures_are_kept_without_key_or_value() -> None:
     failures = FailureLog(burst=0)
     trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

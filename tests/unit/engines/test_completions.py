@@ -58,3 +58,17 @@ def test_wake_cuts_a_batch_wait_short_and_the_next_wait_takes_any_report() -> No
 def test_nothing_reported_means_the_wait_times_out() -> None:
     completions = Completions()
     assert not completions.wait(0.05, at_least=2)
+
+
+def test_take_all_names_each_part_of_what_was_reported_and_empties_the_mailbox() -> None:
+    completions = Completions()
+    returned = messages(1, first=9)
+    completions.report(messages(2), [], durations=[0.5, 0.25], retries={"t": 2})
+    completions.report([], [], retries={"t": 1}, results=[(returned, [])])
+    taken = completions.take_all()
+    assert [m.offset for m in taken.finished] == [0, 1]
+    assert taken.failed == [] and taken.durations == [0.5, 0.25]
+    assert taken.retries == {"t": 3}
+    assert [[m.offset for m in group] for group, _ in taken.results] == [[9]]
+    again = completions.take_all()
+    assert (again.finished, again.durations, again.retries, again.results) == ([], [], {}, [])

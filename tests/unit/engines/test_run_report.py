@@ -67,10 +67,10 @@ def test_hand_overs_racing_a_busy_worker_report_every_message_once_in_order() ->
     reported: list[Message] = []
     durations = 0
     while True:
-        done, _, times, _, _ = completions.take_all()
-        if not done:
+        done = completions.take_all()
+        if not done.finished:
             break
-        reported += done
-        durations += len(times)
+        reported += done.finished
+        durations += len(done.durations)
     assert reported == batch
     assert durations == len(batch)

@@ -103,7 +103,7 @@ def test_a_result_that_cannot_be_encoded_fails_its_inputs() -> None:
     assert ready == []
     assert [f.message.offset for f in failures] == [0, 1]
     assert failures[0].error_type == "serialization"
-    assert "the key of a Produce to 'out' is a int, not bytes, and no key_serializer" in (
+    assert "the key of a Produce to 'out' is an int, not bytes, and no key_serializer" in (
         failures[0].error_message
     )
     _, failures = Encoding(lambda value: "text", None).encode(  # type: ignore[arg-type, return-value]

@@ -87,3 +87,22 @@ def test_a_handlers_own_lines_are_not_held_and_a_long_start_is_shown(
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == logs.MOST_HELD + 1 and lines[-1].endswith("refused again")
     assert lines[0].endswith("refused 0"), "in order"
+
+
+def test_a_line_that_is_not_held_comes_after_the_held_ones_before_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("info", "text")
+    logging.getLogger("laneway.service.health_server").info("health probes on port 8080")
+    logging.getLogger("laneway.service.member").info("consuming kafka:b/g")
+    logging.getLogger("laneway.control.plane").info("assigned [('orders', 0)]")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "health probes on port 8080",
+        "consuming kafka:b/g",
+        "assigned [('orders', 0)]",
+    ]
+    logging.getLogger("laneway.kafka").warning("still held after it")
+    assert capsys.readouterr().err == ""
+    logs.started()
+    assert "still held after it" in capsys.readouterr().err

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from laneway.errors import ConfigError
-from laneway.service.settings import TOOL_VARIABLES, resolve
+from laneway.service.settings import OWN_VARIABLES, resolve
 from laneway.sources.share.preview_warning import PREVIEW_WARNED
 
 
@@ -69,5 +69,20 @@ def test_the_same_text_from_the_environment_is_fine_and_none_still_means_no_valu
 
 
 def test_the_share_preview_variable_is_never_taken_for_a_misspelt_setting() -> None:
-    assert PREVIEW_WARNED in TOOL_VARIABLES
+    assert PREVIEW_WARNED in OWN_VARIABLES
     assert resolve({}, {PREVIEW_WARNED: "1"}, None)["share"] is False
+
+
+def test_the_checkouts_script_variables_need_no_entry_and_a_misspelt_setting_still_fails() -> None:
+    scripts = {
+        "LANEWAY_BROKER": "127.0.0.1:9092",
+        "LANEWAY_BROKER_START_TIMEOUT": "90",
+        "LANEWAY_POSTGRES_DSN": "postgresql://127.0.0.1:5432/laneway",
+        "LANEWAY_TEST_RECORD_DIR": "/tmp/records",
+        "LANEWAY_DEMO_WORK_MS": "0.2",
+    }
+    assert not set(scripts) & OWN_VARIABLES
+    settings = resolve({}, scripts, None)
+    assert settings.kafka == {} and settings["bootstrap_servers"] is None
+    with pytest.raises(ConfigError, match="did you mean LANEWAY_CONNECT_TIMEOUT"):
+        resolve({}, {"LANEWAY_CONECT_TIMEOUT": "5"}, None)

@@ -168,6 +168,7 @@ def test_unknown_topics_raise_unknown_topic_error_with_the_name() -> None:
         ) as raised:
             log.produce("ordrs", b"v")
         assert str(raised.value).startswith("unknown topic"), "a sentence, not a quoted key"
+        assert "'ordrs' (did you mean 'orders'?)" in str(raised.value)
         with pytest.raises(UnknownTopicError, match="'ordrs'"):
             log.subscribe(["orders", "ordrs"], group="g")
         with pytest.raises(UnknownTopicError, match="'ordrs'"):

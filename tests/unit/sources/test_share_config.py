@@ -126,18 +126,51 @@ def test_laneway_run_share_makes_a_share_source_and_defaults_to_unordered() -> N
         "start_at": "latest",
     }
     settings = resolve(flags, {}, None)
-    source, embedded = open_source(settings, member=None)
-    try:
-        assert isinstance(source, laneway.KafkaShareSource) and embedded is None
+    with open_source(settings, member=None) as source:
+        assert isinstance(source, laneway.KafkaShareSource)
         assert source._settings.start_at.value == "latest"
         assert consumer_options(settings)["ordering"] is Ordering.UNORDERED
         explicit = resolve({**flags, "ordering": "key"}, {}, None)
         assert consumer_options(explicit)["ordering"] is Ordering.KEY
         with pytest.raises(ConfigError, match="ordering='key' is not valid"):
             laneway.Consumer(source, handle, **consumer_options(explicit))
-    finally:
-        source.close()
     with pytest.raises(ConfigError, match="share needs Kafka"):
-        open_source(resolve({**flags, "bootstrap_servers": None, "log_dir": "x"}, {}, None), None)
+        embedded = resolve({**flags, "bootstrap_servers": None, "log_dir": "x"}, {}, None)
+        with open_source(embedded, None):
+            pass
     with pytest.raises(ConfigError, match="start_at='soon' is not valid"):
         resolve({**flags, "start_at": "soon"}, {}, None)
+
+
+def test_laneway_run_sets_the_crash_journal_and_group_configs_from_flag_variable_and_file(
+    tmp_path: Path,
+) -> None:
+    flags = {"bootstrap_servers": NOWHERE, "group": "billing", "topics": ("orders",)}
+    shared = {**flags, "share": True}
+    environ = {
+        "LANEWAY_CRASH_JOURNAL": str(tmp_path / "journal"),
+        "LANEWAY_GROUP_CONFIG": "share.record.lock.duration.ms=60000",
+    }
+    with open_source(resolve(shared, environ, None), None) as source:
+        assert isinstance(source, laneway.KafkaShareSource)
+        assert source._settings.crash_journal == tmp_path / "journal"
+        assert source._settings.group_config == {"share.record.lock.duration.ms": "60000"}
+    config = tmp_path / "laneway.toml"
+    config.write_text(
+        "crash_journal = false\n[group_config]\nshare.record.lock.duration.ms = 45000\n"
+        '"share.heartbeat.interval.ms" = 1000\n'
+    )
+    settings = resolve(shared, {}, config)
+    with open_source(settings, None) as source:
+        assert isinstance(source, laneway.KafkaShareSource)
+        assert source._settings.crash_journal is None
+        assert source._settings.group_config == {
+            "share.record.lock.duration.ms": "45000",
+            "share.heartbeat.interval.ms": "1000",
+        }
+    off = resolve({**shared, "crash_journal": "off", "group_config": "none"}, {}, None)
+    assert (off["crash_journal"], off["group_config"]) == (False, None)
+    with pytest.raises(ConfigError, match=r"group_config='share\.x' is not valid; expected KEY="):
+        resolve({**shared, "group_config": "share.x"}, {}, None)
+    with pytest.raises(ConfigError, match=r"share group configs start with 'share\.'"):
+        resolve({**shared, "group_config": "session.timeout.ms=1"}, {}, None)

@@ -87,8 +87,9 @@ def test_laneway_run_refuses_an_illegal_topic_from_the_environment(
 ) -> None:
     given = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in flags.items()}
     settings = resolve({**given, "group": "billing"}, {"LANEWAY_TOPICS": variable}, None)
-    with pytest.raises(ConfigError, match=re.escape(named)):
-        open_source(settings, member=None)  # `laneway run` exits 2 (usage) with it
+    # `laneway run` exits 2 (usage) with it
+    with pytest.raises(ConfigError, match=re.escape(named)), open_source(settings, member=None):
+        pass
 
 
 def test_waiting_for_topics_refreshes_metadata_within_seconds() -> None:

@@ -1,62 +1,22 @@
-"""The dead-letter topic a ``laneway dlq`` command reads, on Kafka or an embedded log.
-
-A command reads the topic once, from a group's committed position (``replay``) or from
-the start (``list``, ``show``: a group that is never committed), up to the log end as it
-was when the command started: a dead letter written while it runs (a replayed record that
-failed again) waits for the next run, so one run never reads a record twice.
+"""A dead-letter topic of a durable embedded log, read (and written, by a replay) for one
+``laneway dlq`` command: the :class:`~laneway.sources.targets.DeadLetterLog` of the
+embedded log. Nobody else writes the log while the command has it open (it belongs to one
+process at a time), so the end it had at :meth:`EmbeddedDeadLetters.start` is the end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
-from laneway.errors import LanewayError, UnknownTopicError
-from laneway.ops.connection import OpsError, Target, read_group
-from laneway.ops.embedded_positions import open_log
+from laneway.errors import LanewayError, UnknownTopicError, WriteError
 from laneway.results import Produce
-from laneway.service import exits
 from laneway.sources.base import IgnoreRebalances
+from laneway.sources.embedded.group_positions import open_log
 from laneway.sources.embedded.source import EmbeddedSource
+from laneway.sources.targets import read_group
+from laneway.sources.topic_names import unknown_topics
 from laneway.types import CommitPosition, Message
-
-"""``list`` and ``show`` read with a group of this prefix and a random suffix, never
-committed (so the cluster keeps no trace of it)."""
-
-
-class DeadLetterLog(Protocol):
-    """One dead-letter topic and the log around it, for one command run."""
-
-    where: str
-    topic: str
-
-    def start(self, group: str | None) -> None:
-        """Begin reading at ``group``'s committed position (``None``: from the start)."""
-
-    def read(self, max_records: int) -> list[Message] | None:
-        """The next records (maybe none yet); ``None`` once every partition is read up
-        to the end it had when :meth:`start` was called."""
-
-    def commit(self, positions: Mapping[int, int]) -> None:
-        """Commit the next offset to read of each partition of the topic for the group."""
-
-    def partitions(self, topic: str) -> int | None:
-        """How many partitions ``topic`` has (``None``: no such topic)."""
-
-    def write(self, records: Sequence[Produce]) -> None:
-        """Write ``records`` and wait until the log has them all, or raise."""
-
-    def close(self) -> None: ...
-
-
-def open_dead_letters(target: Target, topic: str) -> DeadLetterLog:
-    """The dead-letter ``topic`` of ``target``; :class:`UnknownTopicError` if it is missing."""
-    if target.log_dir is not None:
-        return EmbeddedDeadLetters(target.log_dir, topic)
-    from laneway.ops.dlq.kafka_letters import KafkaDeadLetters
-
-    return KafkaDeadLetters(target, topic)
 
 
 class EmbeddedDeadLetters:
@@ -71,7 +31,7 @@ class EmbeddedDeadLetters:
         if topic not in self._log.topics():
             self._log.close()
             raise UnknownTopicError(
-                f"unknown topic {topic!r} in {path} "
+                f"{unknown_topics([topic], self._log.topics())} in {path} "
                 f"(topics: {', '.join(self._log.topics()) or 'none'})"
             )
 
@@ -106,9 +66,7 @@ class EmbeddedDeadLetters:
                     partition=record.partition,
                 )
             except LanewayError as error:
-                raise OpsError(
-                    f"writing to {record.topic} failed: {error}", exits.FAILED
-                ) from error
+                raise WriteError(f"writing to {record.topic} failed: {error}") from error
 
     def close(self) -> None:
         try:

@@ -1,7 +1,7 @@
 """A group's positions and the log ends on a Kafka cluster, read with an admin client.
 
 The admin client never joins the group, so reading a group does not disturb it. Every
-request waits at most the ``connect_timeout`` setting (default 10 s).
+request waits at most the ``connect_timeout`` setting.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from laneway.errors import ConfigError, LanewayError, SourceError
-from laneway.ops.connection import Target
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import connection_subset
 from laneway.sources.kafka.client_logs import client_logging, describe
 from laneway.sources.kafka.denials import Access
+from laneway.sources.targets import Target
 from laneway.types import CommitPosition, PartitionId
 
 
@@ -54,7 +54,7 @@ def new_admin(target: Target, name: str) -> AdminClient:
 
 
 class KafkaPositions:
-    """The :class:`~laneway.ops.cluster.Positions` of a Kafka cluster: an admin client
+    """The :class:`~laneway.sources.targets.Positions` of a Kafka cluster: an admin client
     (never a group member). Each request waits up to the ``connect_timeout`` setting
     (``LANEWAY_CONNECT_TIMEOUT``)."""
 

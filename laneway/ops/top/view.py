@@ -1,26 +1,49 @@
 """What one frame of ``laneway top`` shows: two snapshots of a group, and that frame as
 plain text (``--once``; the live view draws the same rows with rich, see
-:mod:`laneway.ops.top_live`)."""
+:mod:`laneway.ops.top.live`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from laneway.metrics import Metric
+from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, drain_seconds
 from laneway.ops.cluster import Snapshot
 from laneway.ops.member_metrics import MemberFigures
 from laneway.ops.tables import Cell, render
 
 
+def finished(snapshot: Snapshot) -> int:
+    """Messages of the snapshot's partitions that are done: the log ends less the backlog."""
+    return sum(p.end - p.backlog for p in snapshot.backlog.partitions)
+
+
+class Drain:
+    """The group's drain time, estimated as a consumer's ``GET /backlog`` does: the
+    backlog over the rate of finished messages in the last ``RATE_WINDOW`` seconds of
+    work (:class:`~laneway.offsets.backlog.FinishingRate`), fed one snapshot at a time."""
+
+    def __init__(self) -> None:
+        self._rate = FinishingRate()
+        self.rate, self.span = 0.0, 0.0
+
+    def add(self, snapshot: Snapshot) -> Drain:
+        self.rate, self.span = self._rate.sample(
+            snapshot.taken, finished(snapshot), snapshot.backlog.backlog
+        )
+        return self
+
+
 @dataclass(frozen=True)
 class View:
     """Two snapshots of a group (and of its members' metrics, if asked): what one frame
-    of ``laneway top`` shows."""
+    of ``laneway top`` shows; ``drain`` has seen every snapshot up to ``now``."""
 
     before: Snapshot
     now: Snapshot
     members_before: MemberFigures | None
     members_now: MemberFigures | None
+    drain: Drain
 
     @property
     def seconds(self) -> float:
@@ -81,13 +104,14 @@ def partition_rows(view: View) -> tuple[tuple[str, ...], list[list[Cell]]]:
 
 
 def headline(view: View) -> str:
-    """The totals line: lag, backlog, rates and the time to drain at the current rate."""
-    backlog, done = view.now.backlog, view.done_rate()
-    drain = f"{backlog.backlog / done:,.1f} s" if done > 0 else "-"
+    """The totals line: lag, backlog, the rates between the two samples, and the time to
+    drain the backlog (:class:`Drain`: over up to ``RATE_WINDOW`` seconds of work)."""
+    backlog, done, rate = view.now.backlog, view.done_rate(), view.drain
+    drain = drain_seconds(backlog.backlog, rate.rate, rate.span)
     return (
         f"lag {backlog.lag}  backlog {backlog.backlog}  finished beyond "
         f"{backlog.finished_beyond}  done {done:,.1f}/s  in {view.in_rate():,.1f}/s  "
-        f"drain {drain}"
+        f"drain {drain:,.1f} s (at {rate.rate:,.1f}/s over {min(rate.span, RATE_WINDOW):.0f} s)"
     )
 
 

@@ -15,11 +15,11 @@ from laneway.ops.connection import (
     OpsError,
     connection_options,
     finish,
-    resolve_target,
+    resolve_settings,
 )
 from laneway.ops.lag import group_and_topics
 from laneway.ops.member_metrics import MemberFigures, check_url, scrape
-from laneway.ops.top_view import View, plain
+from laneway.ops.top.view import Drain, View, plain
 from laneway.service import exits
 
 SUMMARY = (
@@ -73,7 +73,7 @@ one snapshot as plain text and exits (for scripts). The live view needs rich (pi
     help="A member's metrics address, e.g. 127.0.0.1:9108 (http and /metrics unless "
     "given); repeat per member.",
 )
-@connection_options(log_dir=False)
+@connection_options
 def top(
     group: str | None,
     topics: tuple[str, ...],
@@ -81,12 +81,14 @@ def top(
     interval: float,
     metrics_urls: tuple[str, ...],
     bootstrap_servers: str | None,
+    log_dir: str | None,
     config_file: Path | None,
 ) -> None:
     flags: dict[str, object] = {
         "group": group,
         "topics": topics,
         "bootstrap_servers": bootstrap_servers,
+        "log_dir": log_dir,
     }
     finish("top", lambda: _top(flags, config_file, once, interval, metrics_urls))
 
@@ -100,23 +102,20 @@ def _top(
 ) -> int:
     urls = [check_url(url) for url in urls]
     live = None if once else _rich_live()
-    target = resolve_target(flags, config_file)
-    if target.log_dir is not None:
-        raise OpsError(
-            "laneway top reads Kafka groups only (LANEWAY_LOG_DIR is set); for an embedded "
-            "log use laneway lag --log-dir",
-            exits.USAGE,
-        )
-    group, topics = group_and_topics(target)
-    reader = GroupReader(target, group, topics, bool(target.settings.get("share")))
+    settings = resolve_settings(flags, config_file)
+    target = settings.target()
+    group, topics = group_and_topics(settings)
+    reader = GroupReader(target, group, topics, settings["share"])
     try:
         before, members_before = reader.snapshot(), _scrape(urls)
+        drain = Drain().add(before)
         if live is None:
             time.sleep(interval)
-            view = View(before, reader.snapshot(), members_before, _scrape(urls))
+            now = reader.snapshot()
+            view = View(before, now, members_before, _scrape(urls), drain.add(now))
             click.echo(plain(view, target.where))
             return exits.OK
-        return _watch(live, reader, before, members_before, urls, interval, target.where)
+        return _watch(live, reader, before, members_before, drain, urls, interval, target.where)
     finally:
         reader.close()
 
@@ -130,17 +129,19 @@ def _watch(
     reader: GroupReader,
     before: Snapshot,
     members: MemberFigures | None,
+    drain: Drain,
     urls: Sequence[str],
     interval: float,
     where: str,
 ) -> int:
-    from laneway.ops.top_live import frame
+    from laneway.ops.top.live import frame
 
     try:
         with live(frame(None, where), refresh_per_second=4, screen=False) as screen:
             while True:
                 time.sleep(interval)
-                view = View(before, reader.snapshot(), members, _scrape(urls))
+                now = reader.snapshot()
+                view = View(before, now, members, _scrape(urls), drain.add(now))
                 screen.update(frame(view, where))
                 before, members = view.now, view.members_now
     except KeyboardInterrupt:

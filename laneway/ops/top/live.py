@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from laneway.ops.tables import Cell
-from laneway.ops.top_view import View, headline, members_line, partition_rows
+from laneway.ops.top.view import View, headline, members_line, partition_rows
 
 
 def frame(view: View | None, where: str) -> RenderableType:

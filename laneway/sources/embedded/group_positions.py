@@ -10,29 +10,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from laneway.errors import SourceError, UnknownTopicError
-from laneway.ops.connection import OpsError
-from laneway.service import exits
 from laneway.sources.embedded.log import EmbeddedLog
+from laneway.sources.topic_names import unknown_topics
 from laneway.types import CommitPosition, PartitionId
 
 
 def open_log(path: Path) -> EmbeddedLog:
-    """The durable embedded log at ``path``; :class:`OpsError` (exit 3) when there is none
-    or another process has it open. Never creates a log."""
+    """The durable embedded log at ``path``; :class:`~laneway.errors.SourceError` when
+    there is none or another process has it open. Never creates a log."""
     if not (path / "@meta").is_dir():
-        raise OpsError(f"--log-dir {path}: not an embedded log directory", exits.SOURCE)
+        raise SourceError(f"--log-dir {path}: not an embedded log directory")
     try:
         return EmbeddedLog(path)
     except SourceError as error:
-        raise OpsError(
+        raise SourceError(
             f"--log-dir {path}: {error} (a process such as laneway run holds it; stop it "
-            "first, an embedded log belongs to one process at a time)",
-            exits.SOURCE,
+            "first, an embedded log belongs to one process at a time)"
         ) from error
 
 
 class EmbeddedPositions:
-    """The :class:`~laneway.ops.cluster.Positions` of a durable embedded log."""
+    """The :class:`~laneway.sources.targets.Positions` of a durable embedded log."""
 
     def __init__(self, path: Path) -> None:
         self.where = str(path)
@@ -43,7 +41,7 @@ class EmbeddedPositions:
         missing = [t for t in topics if t not in known]
         if missing:
             raise UnknownTopicError(
-                f"unknown topic {', '.join(map(repr, missing))} in {self.where} "
+                f"{unknown_topics(missing, known)} in {self.where} "
                 f"(topics: {', '.join(sorted(known)) or 'none'})"
             )
 

@@ -17,17 +17,16 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from laneway.errors import AccessDeniedError, ConfigError, SourceError
-from laneway.ops.connection import OpsError, Target, read_group
-from laneway.ops.kafka_positions import new_admin
+from laneway.errors import AccessDeniedError, ConfigError, SourceError, WriteError
 from laneway.results import Produce
-from laneway.service import exits
 from laneway.sources.kafka.checks import check_topics
 from laneway.sources.kafka.client_config import connection_subset
 from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
 from laneway.sources.kafka.denials import Access, consuming, writing
+from laneway.sources.kafka.group_positions import new_admin
 from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import PRODUCER_MAX_BYTES
+from laneway.sources.targets import Target, read_group
 from laneway.types import Message
 
 WRITE_TIMEOUT = 60.0
@@ -39,7 +38,7 @@ _EOF = KafkaError._PARTITION_EOF
 
 
 class KafkaDeadLetters:
-    """The :class:`~laneway.ops.dlq.logs.DeadLetterLog` of a Kafka cluster.
+    """The :class:`~laneway.sources.targets.DeadLetterLog` of a Kafka cluster.
 
     Tuning: requests wait up to the ``connect_timeout`` setting; a batch of writes up to
     :data:`WRITE_TIMEOUT`; the connection settings come from the ``[kafka]`` table."""
@@ -181,10 +180,9 @@ class KafkaDeadLetters:
                 raise denial
         if remaining or failures:
             why = describe_error(failures[0][0]) if failures else "no acknowledgement in time"
-            raise OpsError(
+            raise WriteError(
                 f"{len(failures) + remaining} of {len(records)} records were not written "
-                f"({why}); this batch is not committed: run the same command again to resume",
-                exits.FAILED,
+                f"({why}); this batch is not committed: run the same command again to resume"
             )
 
     def close(self) -> None:
