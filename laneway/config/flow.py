@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, duration, flag, number, option
 
-if TYPE_CHECKING:
-    from laneway.state.store import StateStore
+
+class StoreOption(Protocol):
+    """What the config knows of a :class:`laneway.StateStore`, the ``state`` option's
+    value (the config sits below :mod:`laneway.state`, which reads the rest)."""
+
+    changelog: str
+
+    def table(self, pid: Any, group: str) -> Any: ...
 
 
 def _store(value: object, name: str) -> object:
@@ -99,7 +105,7 @@ class FlowOptions:
             "and costs more (see laneway bench --results); Kafka or the embedded log only",
         ),
     )
-    state: StateStore | None = option(
+    state: StoreOption | None = option(
         None,
         OptionSpec(
             "a laneway.StateStore: the handler is called as handler(message, state) with its "
@@ -143,6 +149,6 @@ class FlowKeywords(TypedDict, total=False):
     drain_timeout: float
     metadata_max_bytes: int
     exactly_once: bool
-    state: StateStore | None
+    state: StoreOption | None
     handle_signals: bool
     tune_gc: bool

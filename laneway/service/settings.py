@@ -137,7 +137,8 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "health_show_keys": (
         False,
         OptionSpec(
-            "show message keys in /readyz, /backlog and the status page (message data: off by default)",
+            "show message keys in /readyz, /backlog and the status page (message data: off by "
+            "default)",
             flag,
             "bool",
         ),

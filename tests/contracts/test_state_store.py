@@ -301,7 +301,7 @@ def test_bad_settings_are_config_errors(tmp_path: Path) -> None:
                          null_keys="unordered")  # fmt: skip
     with pytest.raises(laneway.ConfigError, match=r"\(message, state\)"):
         laneway.Consumer(log.subscribe(["t"], "g"), lambda m: None, state=store)
-    with pytest.raises(laneway.ConfigError, match="state=.*StateStore"):
+    with pytest.raises(laneway.ConfigError, match=r"state=.*StateStore"):
         laneway.Consumer(log.subscribe(["t"], "g"), state_handlers.count, state="./state")
     with pytest.raises(laneway.ConfigError, match="StateStore changelog"):
         laneway.StateStore(tmp_path, changelog="bad name")
