@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -17,6 +18,8 @@ log = get_logger(__name__)
 
 TIMEOUT = 10.0
 """Seconds to wait for the cluster's metadata, a topic creation, or a batch of a restore."""
+READ_WAIT = 0.1
+"""Seconds one read of a restore waits for its batch to fill before taking what came."""
 
 
 class KafkaChangelog:
@@ -83,13 +86,19 @@ class KafkaChangelog:
         try:
             reader.assign([TopicPartition(topic, partition, start)])
             position = start
+            idle_until = time.monotonic() + TIMEOUT
             while position < end:
-                batch = reader.consume(READ_BATCH, TIMEOUT)
+                # A short wait per call: consume() waits out its timeout unless the batch
+                # fills, and a partition's last records (or its end) rarely fill one.
+                batch = reader.consume(READ_BATCH, READ_WAIT)
                 if not batch:
+                    if time.monotonic() < idle_until:
+                        continue
                     raise SourceError(
                         f"restoring from {topic}[{partition}]: nothing read for {TIMEOUT:g} s "
                         f"at offset {position} (end {end})"
                     )
+                idle_until = time.monotonic() + TIMEOUT
                 records: list[Changed] = []
                 for message in batch:
                     error = message.error()
