@@ -13,8 +13,8 @@ The control plane asks it (each on the control thread):
   restore is made again later (in full);
 * on revocation or loss, :meth:`give_up`; at the end, :meth:`close`.
 
-Progress shows in the logs, in ``stats().restoring`` and ``/readyz`` (not ready while a
-partition restores) and in :meth:`restoring`.
+Progress shows in the logs and in :meth:`restoring` (not yet in ``stats()``, ``/readyz``
+or the metrics).
 """
 
 from __future__ import annotations
