@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -46,41 +48,37 @@ CHANGELOG_HELP = "The changelog topic [env LANEWAY_STATE_CHANGELOG]."
 VALUES_HELP = "Show the values too (message data: off by default)."
 JSON_HELP = "Print JSON instead of a table."
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 @click.group("state", help=HELP)
 def state() -> None:
     pass
 
 
+def reading_options(command: F) -> F:
+    """The options ``get`` and ``dump`` share: the changelog, what to show, the connection."""
+    command = connection_options(command)
+    command = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(command)
+    command = click.option("--show-values", is_flag=True, help=VALUES_HELP)(command)
+    return click.option("--changelog", metavar="TOPIC", help=CHANGELOG_HELP)(command)
+
+
 @state.command("get", help="One key's state (see laneway state --help).")
 @click.option("--key", required=True, metavar="KEY", help="The key, as UTF-8 text.")
-@click.option("--changelog", metavar="TOPIC", help=CHANGELOG_HELP)
-@click.option("--show-values", is_flag=True, help=VALUES_HELP)
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
-@connection_options
-def get(
-    key: str,
-    changelog: str | None,
-    show_values: bool,
-    as_json: bool,
-    bootstrap_servers: str | None,
-    log_dir: str | None,
-    config_file: Path | None,
-) -> None:
-    flags = {"state_changelog": changelog, "bootstrap_servers": bootstrap_servers}
-    wanted = key.encode()
-    finish(
-        "state",
-        lambda: _show({**flags, "log_dir": log_dir}, config_file, wanted, show_values, as_json),
-    )
+@reading_options
+def get(key: str, **given: Any) -> None:
+    _finish(key.encode(), **given)
 
 
 @state.command("dump", help="Every key's state (see laneway state --help).")
-@click.option("--changelog", metavar="TOPIC", help=CHANGELOG_HELP)
-@click.option("--show-values", is_flag=True, help=VALUES_HELP)
-@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
-@connection_options
-def dump(
+@reading_options
+def dump(**given: Any) -> None:
+    _finish(None, **given)
+
+
+def _finish(
+    key: bytes | None,
     changelog: str | None,
     show_values: bool,
     as_json: bool,
@@ -88,11 +86,9 @@ def dump(
     log_dir: str | None,
     config_file: Path | None,
 ) -> None:
-    flags = {"state_changelog": changelog, "bootstrap_servers": bootstrap_servers}
-    finish(
-        "state",
-        lambda: _show({**flags, "log_dir": log_dir}, config_file, None, show_values, as_json),
-    )
+    flags: dict[str, object] = {"state_changelog": changelog, "log_dir": log_dir}
+    flags["bootstrap_servers"] = bootstrap_servers
+    finish("state", lambda: _show(flags, config_file, key, show_values, as_json))
 
 
 def _show(
