@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from laneway.sources.kafka.source import KafkaSource
     from laneway.sources.share.settings import StartAt
     from laneway.sources.share.source import KafkaShareSource
+    from laneway.state.handler import States
+    from laneway.state.state import State
+    from laneway.state.store import StateStore
     from laneway.stats import ConsumerStats
     from laneway.types import (
         AsyncHandler,
@@ -103,6 +106,9 @@ _EXPORTS = {
     "Produce": "laneway.results",
     "SourceError": "laneway.errors",
     "Stall": "laneway.types",
+    "State": "laneway.state.state",
+    "StateStore": "laneway.state.store",
+    "States": "laneway.state.handler",
     "StallAction": "laneway.options",
     "StartAt": "laneway.sources.share.settings",
     "SyncHandler": "laneway.types",
@@ -148,6 +154,9 @@ __all__ = [
     "Stall",
     "StallAction",
     "StartAt",
+    "State",
+    "StateStore",
+    "States",
     "SyncHandler",
     "TracingMode",
     "TransactionError",

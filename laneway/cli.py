@@ -1,10 +1,10 @@
 """The ``laneway`` command.
 
-``run``, ``bench`` and the operator's ``lag``, ``top``, ``status`` and ``dlq`` are imported
-when first used (run, or asked for ``--help``), not when ``laneway`` starts: ``laneway run``
-never loads the benchmark suite, and
-``laneway --help`` lists them by the summaries in :data:`LAZY_COMMANDS`. ``demo`` is
-defined here, cheaply; its workload (:mod:`laneway.demo`) is imported when it runs.
+``run``, ``bench`` and the operator's ``lag``, ``top``, ``status``, ``state`` and ``dlq`` are
+imported when first used (run, or asked for ``--help``), not when ``laneway`` starts:
+``laneway run`` never loads the benchmark suite, and ``laneway --help`` lists them by the
+summaries in :data:`LAZY_COMMANDS`. ``demo`` is defined here, cheaply; its workload
+(:mod:`laneway.demo`) is imported when it runs.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ LAZY_COMMANDS: Mapping[str, LazyCommand] = {
         "laneway.ops.status:status",
         "Serve one status page for a whole group (on loopback): Kafka's view of every "
         "partition, as laneway lag reads it, joined with each member's /status.json.",
+    ),
+    "state": LazyCommand(
+        "laneway.ops.state:state",
+        "Read a stateful consumer's per-key state from its changelog topic (get one key's, "
+        "or dump every key's), without joining its group; values only with --show-values.",
     ),
     "dlq": LazyCommand(
         "laneway.ops.dlq.command:dlq",

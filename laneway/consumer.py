@@ -34,6 +34,7 @@ from laneway.serde.typed_handlers import check_fit, typed_handler
 from laneway.signal_relay import SignalRelay
 from laneway.sources.base import Source, WaitingSource
 from laneway.sources.capabilities import check_source, engine_config
+from laneway.state.keeper import StateKeeper, open_state
 from laneway.stats import ConsumerStats
 
 log = get_logger(__name__)
@@ -87,7 +88,12 @@ class Consumer(ConsumerSignatures):
     ) -> None:
         self.config = ConsumerConfig.from_options(options)
         self._capabilities = check_source(source, self.config)
-        check_handler(handler, self.config.engine, self.config.batch_size is not None)
+        check_handler(
+            handler,
+            self.config.engine,
+            self.config.batch_size is not None,
+            stateful=self.config.state is not None,
+        )
         config = self.config
         check_fit(handler, config.value_deserializer, config.key_deserializer, config.batch_size)
         self._source = source
@@ -216,16 +222,16 @@ class Consumer(ConsumerSignatures):
         config = engine_config(self.config, self._capabilities)
         if config.engine is not EngineKind.PROCESS:  # process workers make their own
             self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
-        handler = typed_handler(
-            self._handler,
-            config.value_deserializer,
-            config.key_deserializer,
-            in_workers=config.engine is EngineKind.PROCESS,
-            batched=config.batch_size is not None,
-        )
-        engine = build_engine(config, handler, self._stop, loop, hooks, self._gate)
+        keeper = None if config.state is None else open_state(config, self._source)
+        try:
+            handler = self._engine_handler(config, keeper)
+            engine = build_engine(config, handler, self._stop, loop, hooks, self._gate)
+        except BaseException:
+            if keeper is not None:
+                keeper.close(False)
+            raise
         plane = ControlPlane(
-            self._source, self._capabilities, engine, self.config, self._stop, tracing
+            self._source, self._capabilities, engine, self.config, self._stop, tracing, keeper
         )
         try:
             engine.start(plane.completions)
@@ -240,6 +246,26 @@ class Consumer(ConsumerSignatures):
         with sizing:
             self._run_plane(plane, max_messages, idle_timeout)
         return self.stats()
+
+    def _engine_handler(self, config: ConsumerConfig, keeper: StateKeeper | None) -> Any:
+        """What the engine calls: the handler with its decoding and, with a store, its state."""
+        in_workers = config.engine is EngineKind.PROCESS
+        batched = config.batch_size is not None
+        if keeper is None:
+            return typed_handler(
+                self._handler,
+                config.value_deserializer,
+                config.key_deserializer,
+                in_workers=in_workers,
+                batched=batched,
+            )
+        return keeper.handler(
+            self._handler,
+            config.value_deserializer,
+            config.key_deserializer,
+            engine=config.engine,
+            batched=batched,
+        )
 
     def _run_plane(
         self, plane: ControlPlane, max_messages: int | None, idle_timeout: float | None

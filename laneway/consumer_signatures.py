@@ -10,7 +10,11 @@ A type checker matches the handler to the engine and to the deserializers before
   ``key_deserializer=serde.text()`` also ``Message[Order, str]`` (a deserializer given by
   name or as ``FORMAT:MODULE:ATTR`` text types nothing: any handler fits);
 * an :class:`~laneway.options.EngineKind` chosen at run time takes either kind of handler
-  of any message type; only the constructor's checks can match those.
+  of any message type; only the constructor's checks can match those;
+* with ``state=`` (a :class:`~laneway.state.store.StateStore`) the handler takes a second
+  argument, its key's :class:`~laneway.state.state.State` (a batch handler the batch's
+  :class:`~laneway.state.handler.States`), on any engine; the other options are checked
+  when the consumer is built.
 
 The overloads live here, in a base class, so that ``laneway/consumer.py`` stays about the
 consumer; a new handler form is one more overload here, with the keywords that select it
@@ -30,6 +34,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from laneway.config import OptionsBesidesDecoding, OptionsBesidesEngine
+    from laneway.config.flow import StoreOption
+    from laneway.state.handler import States
+    from laneway.state.state import State
     from laneway.types import AsyncHandler, SyncHandler, TypedAsyncHandler, TypedSyncHandler
 
 T = TypeVar("T")
@@ -153,6 +160,16 @@ class ConsumerSignatures:
         *,
         engine: EngineKind,
         **options: Unpack[OptionsBesidesEngine],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        source: Source,
+        handler: Callable[[Any, State[Any]], Any] | Callable[[list[Any], States], Any],
+        *,
+        state: StoreOption,
+        **options: Any,
     ) -> None: ...
 
     def __init__(self, source: Source, handler: Callable[..., Any], **options: Any) -> None:

@@ -33,22 +33,7 @@ class Health:
         10 keys) and the finished messages it holds uncommitted (``held_back``); keys (as
         text, undecodable bytes escaped) only with ``keys=True``, since a key is message
         data (an e-mail address, an account)."""
-        stalled: list[dict[str, Any]] = []
-        for s in self.stalled:
-            entry: dict[str, Any] = {"topic": s.topic, "partition": s.partition, "offset": s.offset}
-            if keys:
-                entry["key"] = _text(s.key)
-            entry["seconds"] = round(s.seconds, 3)
-            waiting = s.waiting
-            entry["waiting"] = {
-                "messages": waiting.messages,
-                "keys": waiting.keys,
-                "partitions": [{"topic": t, "partition": p} for t, p in waiting.partitions],
-            }
-            if keys:
-                entry["waiting"]["keys_named"] = [_text(key) for key in waiting.names]
-            entry["held_back"] = s.held_back
-            stalled.append(entry)
+        stalled = [stall_as_json(s, keys) for s in self.stalled]
         return {
             "live": self.live,
             "ready": self.ready,
@@ -60,3 +45,28 @@ class Health:
 
 def _text(key: bytes | None) -> str | None:
     return None if key is None else key.decode("utf-8", "backslashreplace")
+
+
+def stall_as_json(stall: Stall, keys: bool = False) -> dict[str, Any]:
+    """One stalled message as ``/readyz`` and ``/backlog`` show it: its position and age,
+    what waits for it (messages, keys and partitions counted; ``waiting.keys_named`` lists
+    up to 10 keys) and the finished messages it holds uncommitted (``held_back``); its key
+    and the waiting keys' names only with ``keys=True``."""
+    entry: dict[str, Any] = {
+        "topic": stall.topic,
+        "partition": stall.partition,
+        "offset": stall.offset,
+    }
+    if keys:
+        entry["key"] = _text(stall.key)
+    entry["seconds"] = round(stall.seconds, 3)
+    waiting = stall.waiting
+    entry["waiting"] = {
+        "messages": waiting.messages,
+        "keys": waiting.keys,
+        "partitions": [{"topic": t, "partition": p} for t, p in waiting.partitions],
+    }
+    if keys:
+        entry["waiting"]["keys_named"] = [_text(key) for key in waiting.names]
+    entry["held_back"] = stall.held_back
+    return entry

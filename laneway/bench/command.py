@@ -186,6 +186,13 @@ from laneway.options import EventLoop, uvloop_installed
     "every message it reads (raw+results: the client's own cost).",
 )
 @click.option(
+    "--state",
+    is_flag=True,
+    help="Run each laneway engine again with a stateful handler counting each key's "
+    "messages in a laneway.StateStore (changelog <topic>.state) and print the ratio to the "
+    "plain row and the state's cost per message.",
+)
+@click.option(
     "--topic-prefix",
     default=DEFAULT_TOPIC_PREFIX,
     show_default=True,
@@ -313,6 +320,7 @@ def bench(
     status: bool,
     batch_size: int | None,
     results: bool,
+    state: bool,
     topic_prefix: str,
     json_path: Path | None,
     plot_dir: Path | None,
@@ -391,7 +399,8 @@ def bench(
         timeout=timeout,
         bootstrap_servers=bootstrap_servers,
         topic_prefix=topic_prefix,
-        instruments=instruments_for(metrics, tracing, status) + pipelines_for(batch_size, results),
+        instruments=instruments_for(metrics, tracing, status)
+        + pipelines_for(batch_size, results, state),
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         value_format=value_format,
         json_path=json_path,

@@ -34,7 +34,14 @@ from laneway.config.messages import DecodingKeywords, MessageOptions, Serializin
 from laneway.config.observing import ObservingKeywords, ObservingOptions
 from laneway.config.running import EngineKeyword, RunningKeywords, RunningOptions
 from laneway.errors import ConfigError
-from laneway.options import ENV_PREFIX, ConcurrencyLimit, EngineKind, OptionSpec
+from laneway.options import (
+    ENV_PREFIX,
+    ConcurrencyLimit,
+    EngineKind,
+    NullKeys,
+    OptionSpec,
+    Ordering,
+)
 from laneway.retry import RetryPolicy
 
 
@@ -101,6 +108,7 @@ class ConsumerConfig(
             )
         if engine is EngineKind.PROCESS:
             self._check_picklable()
+        self._check_state()
         retry = RetryPolicy(
             self.max_retries,
             self.retry_backoff,
@@ -133,6 +141,22 @@ class ConsumerConfig(
                     "in fetch order, so there is nothing to choose between; use engine="
                     "'thread', 'async' or 'process'"
                 )
+
+    def _check_state(self) -> None:
+        """A state store needs an order that runs a key's messages one at a time."""
+        if self.state is None:
+            return
+        if self.ordering is Ordering.UNORDERED:
+            raise ConfigError(
+                "state= is not valid with ordering='unordered': two messages of a key could "
+                "change its state at once; use ordering='key' (or 'partition')"
+            )
+        if self.ordering is Ordering.KEY and self.null_keys is NullKeys.UNORDERED:
+            raise ConfigError(
+                "state= is not valid with null_keys='unordered': keyless messages share "
+                "their partition's keyless state, so they must run in order; use "
+                "null_keys='partition'"
+            )
 
     def _check_picklable(self) -> None:
         """Process workers decode with their own copy of each deserializer: it must pickle

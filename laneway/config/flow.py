@@ -3,9 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, Protocol, TypedDict
 
+from laneway.errors import ConfigError
 from laneway.options import OptionSpec, duration, flag, number, option
+
+
+class StoreOption(Protocol):
+    """What the config knows of a :class:`laneway.StateStore`, the ``state`` option's
+    value (the config sits below :mod:`laneway.state`, which reads the rest)."""
+
+    changelog: str
+
+    def table(self, pid: Any, group: str) -> Any: ...
+
+
+def _store(value: object, name: str) -> object:
+    """A :class:`laneway.StateStore` or ``None`` (checked by what it has: the config sits
+    below the state package)."""
+    if value is None or (hasattr(value, "changelog") and hasattr(value, "table")):
+        return value
+    raise ConfigError(
+        f"{name}={value!r:.60} is not valid; expected a laneway.StateStore(path, "
+        "changelog=TOPIC) or None"
+    )
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,18 @@ class FlowOptions:
             "and costs more (see laneway bench --results); Kafka or the embedded log only",
         ),
     )
+    state: StoreOption | None = option(
+        None,
+        OptionSpec(
+            "a laneway.StateStore: the handler is called as handler(message, state) with its "
+            "key's laneway.State, kept in a compacted changelog topic (laneway run: "
+            "--state-dir and --state-changelog)",
+            _store,
+            "object",
+            "see the stateful-handlers guide: restore cost, checkpoints, sizing",
+            shown_default="None",
+        ),
+    )
     handle_signals: bool = option(
         True,
         OptionSpec(
@@ -116,5 +149,6 @@ class FlowKeywords(TypedDict, total=False):
     drain_timeout: float
     metadata_max_bytes: int
     exactly_once: bool
+    state: StoreOption | None
     handle_signals: bool
     tune_gc: bool

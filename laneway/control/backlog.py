@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from laneway.health import stall_as_json
 from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, PartitionBacklog, drain_seconds
+from laneway.types import Stall
 
 SAMPLE_EVERY = 1.0
 """Seconds between two samples of the backlog (and of the gauges, which come with it)."""
@@ -38,7 +40,9 @@ class Backlog:
     ``backlog``, ``lag`` and ``drain_seconds`` are ``None`` for a share group: it commits
     no offsets, so a member cannot know what is left (``laneway lag --share`` says what
     can be known). ``partitions``: the figures of each owned partition whose log end is
-    known (``PartitionBacklog``, as ``laneway lag`` prints them).
+    known (``PartitionBacklog``, as ``laneway lag`` prints them). ``stalled``: the calls
+    past ``stall_timeout`` when it was sampled, with what waits behind each (as
+    ``/readyz`` shows them): a backlog that does not shrink says why.
     """
 
     backlog: int | None = 0
@@ -46,10 +50,12 @@ class Backlog:
     rate: float = 0.0
     drain_seconds: float | None = 0.0
     partitions: tuple[PartitionBacklog, ...] = ()
+    stalled: tuple[Stall, ...] = ()
 
-    def as_json(self) -> dict[str, object]:
-        """``GET /backlog``: the four figures (the rate and drain time to 3 decimals) and
-        the partitions as ``laneway lag --json`` prints them."""
+    def as_json(self, keys: bool = False) -> dict[str, object]:
+        """``GET /backlog``: the four figures (the rate and drain time to 3 decimals), the
+        partitions as ``laneway lag --json`` prints them and the stalled calls as
+        ``/readyz`` shows them (their keys only with ``keys=True``)."""
         drain = self.drain_seconds
         return {
             "backlog": self.backlog,
@@ -57,6 +63,7 @@ class Backlog:
             "rate": round(self.rate, 3),
             "drain_seconds": None if drain is None else round(drain, 3),
             "partitions": [p.as_json() for p in self.partitions],
+            "stalled": [stall_as_json(stall, keys) for stall in self.stalled],
         }
 
 
@@ -81,17 +88,23 @@ class BacklogWatch:
         return self._sampled_at is None or now - self._sampled_at >= SAMPLE_EVERY
 
     def sample(
-        self, now: float, finished: int, partitions: tuple[PartitionBacklog, ...] | None
+        self,
+        now: float,
+        finished: int,
+        partitions: tuple[PartitionBacklog, ...] | None,
+        stalled: tuple[Stall, ...] = (),
     ) -> Backlog:
         """The backlog at ``now``, kept as :attr:`latest`: ``finished`` is how many
         messages the consumer finished so far, ``partitions`` the figures of the partitions
-        it owns (``Progress.backlog``; ``None``: a source without offsets)."""
+        it owns (``Progress.backlog``; ``None``: a source without offsets), ``stalled``
+        the calls stalled now."""
         self._sampled_at = now
         backlog = None if partitions is None else sum(p.backlog for p in partitions)
         rate, span = self._rate.sample(now, finished, backlog)
         if partitions is None or backlog is None:
-            self.latest = Backlog(None, None, rate, None)
+            self.latest = Backlog(None, None, rate, None, stalled=stalled)
             return self.latest
         drain = drain_seconds(backlog, rate, span)
-        self.latest = Backlog(backlog, sum(p.lag for p in partitions), rate, drain, partitions)
+        lag = sum(p.lag for p in partitions)
+        self.latest = Backlog(backlog, lag, rate, drain, partitions, stalled)
         return self.latest

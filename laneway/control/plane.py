@@ -40,6 +40,7 @@ from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
+from laneway.state.keeper import StateKeeper
 from laneway.stats import ConsumerStats
 from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
 
@@ -64,14 +65,16 @@ class ControlPlane:
         config: ConsumerConfig,
         stop: threading.Event,
         tracing: TraceContext | None = None,
+        state: StateKeeper | None = None,
     ) -> None:
         self._source = source
+        self._state = state
         self._events_in_poll = capabilities.events_in_poll
         self._engine = engine
         self._config = config
         self._stop = stop
         self.completions = Completions()
-        self._progress, self._results = durability(source, config, tracing)
+        self._progress, self._results = durability(source, config, tracing, state)
         self._containment = containment_for(config, source, capabilities, self._progress)
         self._release = release_for(config, engine)
         self._hot_keys: tuple[HotKey, ...] = ()
@@ -109,6 +112,8 @@ class ControlPlane:
             self._collect()
             self._containment.settled([])  # what is due to be read again, idle or not
             self._release.pump()
+            if self._state is not None:
+                self._restored()
             now = time.monotonic()
             if self._stopping.reached(self._tally.handled, self._progress.counts.buffered, now):
                 break
@@ -124,7 +129,7 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
         owned = list(self._progress.partitions)
-        taken_back = self._release.cancel(owned)
+        taken_back = self._release.cancel(owned) + self._held_back(owned)
         self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         self._drain_deadline = deadline
@@ -168,6 +173,8 @@ class ControlPlane:
         except AccessDeniedError as denial:
             self.refused(denial)
         remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
+        if self._state is not None:
+            self._state.close(drained=self._drained())
         self._results.close(remaining)
         self._engine.close(remaining)
         self._stalls.stop()
@@ -209,6 +216,8 @@ class ControlPlane:
 
     def on_assigned(self, positions: Mapping[PartitionId, CommitPosition | None]) -> None:
         self._progress.assign(positions)
+        if self._state is not None:
+            self._state.assigned(positions)
         self._tally.owned_topics({topic for topic, _ in self._progress.partitions})
         self._backpressure.assigned(positions)
         self._stopping.arrived(time.monotonic())
@@ -218,7 +227,7 @@ class ControlPlane:
     def on_revoked(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
         self._collect()
-        self._progress.unstarted(self._release.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned) + self._held_back(owned))
         deadline = time.monotonic() + self._config.drain_timeout
         if self._drain_deadline is not None:  # closing: the shutdown's drain is over
             deadline = min(deadline, self._drain_deadline)
@@ -226,13 +235,17 @@ class ControlPlane:
             self.completions.wait(0.05)
             self._collect()
         self._commit_or_warn(owned, "commit on revoke")
+        if self._state is not None:
+            self._state.give_up(owned, drained=not self._unsettled(owned))
         self._give_up(owned)
         self._tally.rebalanced("revoked", owned)
         log.info("revoked %s", sorted(owned))
 
     def on_lost(self, partitions: Sequence[PartitionId]) -> None:
         owned = [pid for pid in partitions if pid in self._progress.partitions]
-        self._progress.unstarted(self._release.cancel(owned))
+        self._progress.unstarted(self._release.cancel(owned) + self._held_back(owned))
+        if self._state is not None:
+            self._state.give_up(owned, drained=False)
         self._give_up(owned)
         self._tally.rebalanced("lost", owned)
         log.warning("lost %s without a chance to commit", sorted(owned))
@@ -276,7 +289,24 @@ class ControlPlane:
         :mod:`laneway.control.skew.containment`)."""
         if not dispatch:
             return dispatch
+        if self._state is not None:
+            dispatch = self._state.admit(dispatch)
         return self._containment.admit(dispatch, self._progress.counts.buffered)
+
+    def _restored(self) -> None:
+        """Partitions whose state is restored: resumed (unless everything is paused), and
+        their messages held back meanwhile dispatched."""
+        ready, released = self._state.pump(time.monotonic())  # type: ignore[union-attr]
+        if ready and self._backpressure.paused:
+            self._source.pause(ready)
+        if released:
+            released = self._containment.admit(released, self._progress.counts.buffered)
+            if released:
+                self._submit(self._decoded(released))
+
+    def _held_back(self, partitions: Collection[PartitionId]) -> list[Message]:
+        """Messages of ``partitions`` held back while their state was restored."""
+        return [] if self._state is None else self._state.take_back(partitions)
 
     def _decoded(self, messages: list[Message]) -> list[Message]:
         """``messages`` with their typed views (see :mod:`laneway.control.codecs`); those
@@ -374,7 +404,8 @@ class ControlPlane:
         owned = progress.partitions
         ends = self._source.log_ends(owned) if owned else {}
         owned_figures = progress.backlog(ends)
-        backlog = self._backlog.sample(now, self._tally.handled, owned_figures)
+        stalled = self._stalls.report.stalls
+        backlog = self._backlog.sample(now, self._tally.handled, owned_figures, stalled)
         self._hot_keys = self._containment.hot_keys()
         if not self._tally.detailed:
             return

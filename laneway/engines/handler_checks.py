@@ -22,14 +22,16 @@ def is_async_handler(handler: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
 
 
-def check_handler(handler: object, engine: EngineKind, batched: bool = False) -> None:
+def check_handler(
+    handler: object, engine: EngineKind, batched: bool = False, stateful: bool = False
+) -> None:
     """Raise ConfigError when ``handler`` cannot run on ``engine``: not callable, a
     signature that cannot take one message, a parameter annotated as a list of messages
     without ``batch_size`` (or as one message with it), sync vs ``async def`` mismatched
     with the engine, or (process engine) not importable by name in a worker process."""
     if not callable(handler):
         raise ConfigError(f"handler={handler!r} is not valid; expected a callable taking a Message")
-    _check_signature(handler)
+    _check_signature(handler, stateful)
     _check_batch_shape(handler, batched)
     is_async = is_async_handler(handler)
     if engine is EngineKind.ASYNC and not is_async:
@@ -47,11 +49,22 @@ def check_handler(handler: object, engine: EngineKind, batched: bool = False) ->
         check_importable(handler)
 
 
-def _check_signature(handler: Callable[..., Any]) -> None:
+def _check_signature(handler: Callable[..., Any], stateful: bool) -> None:
     try:
         signature = inspect.signature(handler)
     except (TypeError, ValueError):
         return  # some builtins have no signature to check
+    if stateful:
+        try:
+            signature.bind(None, None)
+        except TypeError:
+            parameters = ", ".join(signature.parameters)
+            raise ConfigError(
+                f"handler {describe_handler(handler)}({parameters}) cannot be called with a "
+                "message and its state; with state= a handler takes two arguments, "
+                "(message, state) (a batch handler: (messages, states))"
+            ) from None
+        return
     try:
         signature.bind(None)
     except TypeError:

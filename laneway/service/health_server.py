@@ -110,7 +110,7 @@ class HealthServer:
             self._send(request, 404, {"error": f"unknown path {path}; try {known}"})
             return
         if path == "/backlog" and self._backlog is not None:
-            self._send(request, 200, self._backlog().as_json())
+            self._send(request, 200, self._backlog().as_json(keys=self._show_keys))
             return
         if path == "/status" and self._status is not None:
             send_page(request)

@@ -22,6 +22,7 @@ from laneway.service.logs import started
 from laneway.service.settings import Resolved
 from laneway.sources import backends
 from laneway.sources.base import Source
+from laneway.state.settings import store_of
 from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
@@ -76,6 +77,7 @@ def _run(settings: Resolved, member: int | None) -> int:
     handler = load_handler(settings["handler"])
     with open_source(settings, member) as source:
         options = consumer_options(settings)
+        options["state"] = store_of(settings.values, member)
         if settings["metrics_port"] is not None:
             port = settings["metrics_port"] + (member or 0)
             options["metrics"] = _serve_metrics(port, settings["metrics_address"])

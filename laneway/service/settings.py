@@ -27,6 +27,7 @@ from laneway.service.kafka_settings import PREFIX as KAFKA_PREFIX
 from laneway.service.kafka_settings import KafkaClientSettings, read_kafka_settings
 from laneway.sources.backends import source_options
 from laneway.sources.targets import Target
+from laneway.state.settings import STATE_OPTIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,8 +138,8 @@ SERVICE_SPECS: dict[str, tuple[object, OptionSpec]] = {
     "health_show_keys": (
         False,
         OptionSpec(
-            "show message keys in /readyz, the status page and log lines (message data: off "
-            "by default)",
+            "show message keys in /readyz, /backlog, the status page and log lines (message "
+            "data: off by default)",
             flag,
             "bool",
         ),
@@ -177,10 +178,11 @@ variables ``LANEWAY_NAME``, TOML keys the name (``topics`` may also be ``topic``
 def service_specs() -> dict[str, tuple[object, OptionSpec]]:
     """``laneway run``'s settings besides the consumer options: the handler, group and
     topics, where the log is and the sources' options (each declared by its source's
-    folder: :func:`~laneway.sources.backends.source_options`), then the service's own."""
+    folder: :func:`~laneway.sources.backends.source_options`), the state store's
+    (:data:`~laneway.state.settings.STATE_OPTIONS`), then the service's own."""
     own = dict(SERVICE_SPECS)
     first = {name: own.pop(name) for name in ("handler", "group", "topics")}
-    return {**first, **source_options(), **own}
+    return {**first, **source_options(), **STATE_OPTIONS, **own}
 
 
 def service_settings_table() -> str:

@@ -37,3 +37,23 @@ def test_rows_that_ran_unequally_often_fall_back_to_the_reported_rows() -> None:
     assert paired_ratios(twin, plain) == [55_000 / 110_000]
     [line] = cost_lines([plain, twin])
     assert "async: tracing on 0.50x of off" in line
+
+
+def test_the_state_twin_says_its_cost_per_message() -> None:
+    """100,000 msg/s is 10 us per message, 50,000 is 20 us, 25,000 is 40 us: the state
+    adds 10 and 20 us in the two repetitions, 15 us the median."""
+    plain, twin = row("baseline", [100_000, 50_000]), row("baseline+state", [50_000, 25_000])
+    [line] = cost_lines([plain, twin])
+    assert "baseline+state: 0.50x of baseline, +15.0 us per message" in line
+
+
+def test_the_state_twin_runs_on_the_embedded_log() -> None:
+    from click.testing import CliRunner
+
+    from laneway.bench.command import bench
+
+    args = ["--scenarios", "trivial", "--engines", "baseline", "--messages", "2000", "--state"]
+    done = CliRunner().invoke(bench, args)
+    assert done.exit_code == 0, done.output
+    assert "baseline+state" in done.output and "us per message" in done.output
+    assert "lost 0, dup 0" in done.output

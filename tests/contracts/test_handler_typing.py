@@ -50,6 +50,21 @@ def engine_from_settings() -> str:
     return "thread"
 
 
+def apply(message: laneway.Message, state: laneway.State[int]) -> None:
+    state.value = (state.value or 0) + 1
+
+
+async def apply_async(message: laneway.Message, state: laneway.State[int]) -> None:
+    state.value = 1
+
+
+def apply_batch(messages: list[laneway.Message], states: laneway.States) -> None:
+    pass
+
+
+store = laneway.StateStore("./state", changelog="orders.state")
+
+
 laneway.Consumer(source, handle)
 laneway.Consumer(source, handle, engine="thread", concurrency=8, ordering="partition")
 laneway.Consumer(source, handle, engine="sync")
@@ -60,6 +75,10 @@ laneway.Consumer(source, untyped, engine="async")
 laneway.Consumer(source, lambda message: None, engine="thread")
 laneway.Consumer(source, handle, engine=EngineKind(engine_from_settings()))
 laneway.Consumer(source, handle_async, engine=EngineKind(engine_from_settings()))
+laneway.Consumer(source, apply, state=store, engine="thread", ordering="key")
+laneway.Consumer(source, apply_async, state=store, engine="async")
+laneway.Consumer(source, apply_batch, state=store, batch_size=100)
+laneway.Consumer(source, apply)  # rejected
 laneway.Consumer(source, handle_async, engine="thread")  # rejected
 laneway.Consumer(source, handle_async)  # rejected
 laneway.Consumer(source, Reserve(), engine="process")  # rejected

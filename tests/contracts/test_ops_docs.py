@@ -9,6 +9,7 @@ from checkout import ROOT
 
 from laneway.ops.dlq.command import dlq
 from laneway.ops.lag import lag
+from laneway.ops.state import state
 from laneway.ops.top.command import top
 
 COMMANDS = {
@@ -17,6 +18,8 @@ COMMANDS = {
     "dlq list": dlq.commands["list"],  # type: ignore[attr-defined]
     "dlq show": dlq.commands["show"],  # type: ignore[attr-defined]
     "dlq replay": dlq.commands["replay"],  # type: ignore[attr-defined]
+    "state get": state.commands["get"],  # type: ignore[attr-defined]
+    "state dump": state.commands["dump"],  # type: ignore[attr-defined]
 }
 
 
@@ -35,7 +38,7 @@ def test_every_option_is_in_the_command_line_reference(name: str) -> None:
 
 
 def test_the_help_states_the_exit_codes() -> None:
-    for command in (lag, top, dlq):
+    for command in (lag, top, dlq, state):
         assert "Exit codes: 0 done; 1 unexpected error; 2 bad" in (command.help or "")
 
 

@@ -98,6 +98,12 @@ class MisbehavingHandlers:
             stall = wait_for_stall(run.consumer, lambda s: s.waiting.messages == behind)
             hung_at = scenario.positions[scenario.hung()[0]]
             assert (stall.partition, stall.offset) == hung_at
+            in_backlog = wait_for_stall(
+                run.consumer,
+                lambda s: s.waiting.messages == behind,
+                report=lambda c: c.backlog().stalled,
+            )
+            assert (in_backlog.partition, in_backlog.offset) == hung_at
             if ordering == "key":
                 assert stall.waiting.keys == (1 if behind else 0)
             assert not run.consumer.health().ready
@@ -339,13 +345,17 @@ def handler_for_second(engine: str) -> Callable[..., object]:
 
 
 def wait_for_stall(
-    consumer: laneway.Consumer, condition: Callable[[Stall], bool], seconds: float = SLACK_S
+    consumer: laneway.Consumer,
+    condition: Callable[[Stall], bool],
+    seconds: float = SLACK_S,
+    report: Callable[[laneway.Consumer], tuple[Stall, ...]] = lambda c: c.stats().stalled,
 ) -> Stall:
-    """The consumer's one stall once ``condition(stall)`` holds for it."""
+    """The consumer's one stall once ``condition(stall)`` holds for it, as ``report`` reads
+    it (``stats().stalled`` unless told; ``/backlog``'s is ``c.backlog().stalled``)."""
     deadline = time.monotonic() + seconds
     stalled: tuple[Stall, ...] = ()
     while time.monotonic() < deadline:
-        stalled = consumer.stats().stalled
+        stalled = report(consumer)
         if len(stalled) == 1 and condition(stalled[0]):
             return stalled[0]
         time.sleep(0.1)

@@ -35,10 +35,14 @@ from laneway.bench.engines.pipelines import (
     EXACTLY_ONCE,
     PIPELINES,
     RESULTS,
+    STATE,
     AsyncBatchHandler,
+    AsyncCounting,
     AsyncTransform,
     BatchHandler,
+    Counting,
     Transform,
+    changelog_topic,
     consumer_options,
     output_topic,
 )
@@ -185,6 +189,8 @@ class Harness:
             handler = AsyncRecordedHandler(async_work, sink)
             if twin == BATCH:
                 handler = AsyncBatchHandler(async_work, sink, bulk)
+            elif twin == STATE:
+                handler = AsyncCounting(handler)
             elif twin:
                 handler = AsyncTransform(handler, out)
             closer = async_work if isinstance(async_work, AsyncEchoRoundTrip) else None
@@ -193,11 +199,19 @@ class Harness:
             handler = RecordedHandler(sync_work, sink)
             if twin == BATCH:
                 handler = BatchHandler(sync_work, sink, bulk)
+            elif twin == STATE:
+                handler = Counting(handler)
             elif twin:
                 handler = Transform(handler, out)
             closer = sync_work if isinstance(sync_work, EchoRoundTrip) else None
         with contextlib.ExitStack() as stack:
             metrics = stack.enter_context(instrument(spec.instrument))
+            options = consumer_options(twin, self.batch_size)
+            if twin == STATE:
+                changelog = changelog_topic(prepared.topic)
+                self.target.create_output(prepared, changelog, compacted=True)
+                state_dir = stack.enter_context(tempfile.TemporaryDirectory())
+                options["state"] = laneway.StateStore(state_dir, changelog=changelog)
             consumer = Consumer(
                 self.target.source(prepared),
                 handler,
@@ -209,7 +223,7 @@ class Harness:
                 event_loop=self.event_loop if spec.engine == "async" else EventLoop.AUTO,
                 metrics=metrics,
                 value_deserializer=self.value_deserializer,
-                **consumer_options(twin, self.batch_size),
+                **options,
             )
             if spec.instrument == STATUS:
                 stack.enter_context(status_page(consumer))

@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from laneway.bench.engines.pipelines import RESULTS
+from laneway.bench.engines.pipelines import RESULTS, STATE
 from laneway.consumer import Consumer
 from laneway.metrics import NO_METRICS, Metrics
 
@@ -143,6 +143,8 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             said = f"{engine}: {what} on {ratio:.2f}x of off"
         else:
             said = f"{engine}+{what}: {ratio:.2f}x of {engine}"
+        if what == STATE:
+            said += f", {per_message_cost(row, base):+.1f} us per message"
         each = ""
         if len(ratios) > 1:
             each = f"; per repetition {', '.join(f'{r:.2f}' for r in ratios)}"
@@ -151,6 +153,16 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"({row['tps']:,.0f} vs {base['tps']:,.0f} msg/s{each})"
         )
     return lines
+
+
+def per_message_cost(row: dict[str, Any], base: dict[str, Any]) -> float:
+    """What ``row`` adds to each message over ``base``, in microseconds: the difference of
+    their times per message, the median over repetitions (paired as for the ratios)."""
+    runs, base_runs = row.get("tps_runs") or [], base.get("tps_runs") or []
+    if not (len(runs) > 1 and len(runs) == len(base_runs) and all(runs) and all(base_runs)):
+        runs, base_runs = [row["tps"]], [base["tps"]]
+    costs: list[float] = [1e6 / t - 1e6 / b for t, b in zip(runs, base_runs, strict=True)]
+    return statistics.median(costs)
 
 
 def paired_ratios(row: dict[str, Any], base: dict[str, Any]) -> list[float]:

@@ -12,6 +12,11 @@ throughput ratio is measured side by side (see :mod:`laneway.bench.engines.instr
   finished once its result is acknowledged.
 * ``<engine>+exactly-once``: the same with ``exactly_once=True`` and
   ``commit_interval=0.1``: results and offsets in one transaction every 100 ms.
+* ``<engine>+state``: the handler is a stateful one (``--state``): it counts its key's
+  messages in a :class:`laneway.StateStore` (a fresh directory, changelog
+  ``<topic>.state``), so each message reads and writes its key's state and writes one
+  changelog record; its cost per message is the difference of the two rows' time per
+  message.
 
 The plain row is the consume-only baseline of those ratios: the same recording handler,
 nothing written. With ``--results`` the raw loop gets a ``raw+results`` twin too: the bare
@@ -27,10 +32,11 @@ from typing import Any
 from laneway.bench.engines.recorder import AsyncRecordedHandler, RecordedHandler, Sink
 from laneway.bench.engines.workloads import AsyncWork, Inline, SyncWork
 from laneway.results import Produce
+from laneway.state.state import State
 from laneway.types import Message
 
-BATCH, RESULTS, EXACTLY_ONCE = "batch", "results", "exactly-once"
-PIPELINES = (BATCH, RESULTS, EXACTLY_ONCE)
+BATCH, RESULTS, EXACTLY_ONCE, STATE = "batch", "results", "exactly-once", "state"
+PIPELINES = (BATCH, RESULTS, EXACTLY_ONCE, STATE)
 EXACTLY_ONCE_COMMIT_INTERVAL = 0.1
 """Seconds between transactions in the exactly-once twin (the issue's reference point)."""
 DEFAULT_BATCH_SIZE = 100
@@ -41,6 +47,11 @@ BULK_WORK = ("sleep", "io", "random")
 def output_topic(topic: str) -> str:
     """Where the results twins write: ``<topic>.out``."""
     return f"{topic}.out"
+
+
+def changelog_topic(topic: str) -> str:
+    """Where the state twin keeps its state: ``<topic>.state``."""
+    return f"{topic}.state"
 
 
 def consumer_options(twin: str, batch_size: int) -> dict[str, Any]:
@@ -74,6 +85,28 @@ class AsyncTransform:
     async def __call__(self, message: Message) -> Produce:
         await self.inner(message)
         return Produce(self.out, message.value, message.key)
+
+
+class Counting:
+    """A stateful handler: runs ``inner``, then adds one to its key's count."""
+
+    def __init__(self, inner: RecordedHandler) -> None:
+        self.inner = inner
+
+    def __call__(self, message: Message, state: State[int]) -> None:
+        self.inner(message)
+        state.value = (state.value or 0) + 1
+
+
+class AsyncCounting:
+    """The ``async def`` twin of :class:`Counting`."""
+
+    def __init__(self, inner: AsyncRecordedHandler) -> None:
+        self.inner = inner
+
+    async def __call__(self, message: Message, state: State[int]) -> None:
+        await self.inner(message)
+        state.value = (state.value or 0) + 1
 
 
 class BatchHandler:

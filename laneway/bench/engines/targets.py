@@ -83,8 +83,9 @@ class Target(Protocol):
         (create it with :meth:`create_output` first); ``count_only``: the ceiling loop."""
         ...
 
-    def create_output(self, prepared: Prepared, topic: str) -> None:
-        """Create ``topic`` with the partition count of the run's topic (results runs)."""
+    def create_output(self, prepared: Prepared, topic: str, compacted: bool = False) -> None:
+        """Create ``topic`` with the partition count of the run's topic (results runs;
+        ``compacted``: a state changelog), deleted with the run's topic."""
         ...
 
     def cleanup(self, prepared: Prepared) -> None: ...
@@ -124,7 +125,7 @@ class EmbeddedTarget:
         source = self.source(prepared)
         return EmbeddedRawLoop(source, messages, log, out, self._decode, count_only)
 
-    def create_output(self, prepared: Prepared, topic: str) -> None:
+    def create_output(self, prepared: Prepared, topic: str, compacted: bool = False) -> None:
         log = self._logs[prepared.topic]
         log.create_topic(topic, partitions=log.partitions(prepared.topic))
 
@@ -194,9 +195,10 @@ class KafkaTarget:
             count_only,
         )
 
-    def create_output(self, prepared: Prepared, topic: str) -> None:
+    def create_output(self, prepared: Prepared, topic: str, compacted: bool = False) -> None:
         described = self._admin.list_topics(topic=prepared.topic, timeout=REQUEST_TIMEOUT_S)
-        self.create_topic(topic, len(described.topics[prepared.topic].partitions))
+        config = {"cleanup.policy": "compact"} if compacted else {}
+        self.create_topic(topic, len(described.topics[prepared.topic].partitions), config)
         self._outputs[prepared.topic] = topic
 
     def cleanup(self, prepared: Prepared) -> None:
@@ -224,9 +226,12 @@ class KafkaTarget:
             "topic_prefix": self.topic_prefix,
         }
 
-    def create_topic(self, topic: str, partitions: int) -> None:
-        """Create ``topic`` and wait until every partition has a leader."""
-        new = NewTopic(topic, num_partitions=partitions, replication_factor=1)
+    def create_topic(
+        self, topic: str, partitions: int, config: dict[str, str] | None = None
+    ) -> None:
+        """Create ``topic`` (with topic ``config``) and wait until every partition has a
+        leader."""
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})
         futures = self._admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)
         try:
             futures[topic].result(timeout=REQUEST_TIMEOUT_S)

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 
 from laneway.engines.lanes import lane_function
-from laneway.engines.process.slot import Batch, Slot, WorkerProcess
+from laneway.engines.process.slot import Batch, Ship, Slot, WorkerProcess
 from laneway.options import NullKeys, Ordering
 from laneway.types import Message
 
@@ -36,7 +36,7 @@ class Batcher:
 
     __slots__ = (
         "_batch_size", "_batch_wait", "_filling", "_lane_of", "_next_id", "_per_message",
-        "_unordered",
+        "_ship", "_unordered",
     )  # fmt: skip
 
     def __init__(
@@ -45,7 +45,9 @@ class Batcher:
         batch_size: int | None,
         batch_wait: float,
         null_keys: NullKeys = NullKeys.PARTITION,
+        ship: Ship | None = None,
     ) -> None:
+        self._ship = ship
         self._unordered = ordering is Ordering.UNORDERED
         self._lane_of = lane_function(ordering, null_keys)
         self._batch_size = batch_size
@@ -90,7 +92,7 @@ class Batcher:
                 messages = self._take(queue, size, slot.held)
                 if not messages:
                     continue
-                batch = Batch(self._next_id, messages)
+                batch = Batch(self._next_id, messages, self._ship)
                 self._next_id += 1
                 slot.outstanding.append(batch)
                 plan.append((worker, batch))

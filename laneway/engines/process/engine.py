@@ -50,7 +50,7 @@ from typing import cast
 
 from laneway.engines.admission.gate import Limits
 from laneway.engines.attempts import AttemptHook
-from laneway.engines.base import Completions, read_while_changing
+from laneway.engines.base import Completions, ResultGroup, read_while_changing
 from laneway.engines.handler_checks import describe_handler, import_advice
 from laneway.engines.lanes import lane_function
 from laneway.engines.process.batching import Batcher
@@ -108,7 +108,13 @@ class ProcessEngine:
     ) -> None:
         self._handler = handler
         self._batch_size = batch_size
-        self._batcher = Batcher(ordering, batch_size, batch_wait, null_keys)
+        # A stateful handler ships each message's state with it and takes the new one
+        # back as soon as a reply is read (see laneway.state.shipping).
+        self._harvested: Callable[[list[ResultGroup]], None] | None = getattr(
+            handler, "harvested", None
+        )
+        ship = getattr(handler, "ship", None)
+        self._batcher = Batcher(ordering, batch_size, batch_wait, null_keys, ship)
         self._hooks = tuple(hooks)
         self._timed = timed
         self._limits = limits
@@ -362,6 +368,8 @@ class ProcessEngine:
         count = harvest.count
         if not count:
             return
+        if self._harvested is not None and harvest.results:
+            self._harvested(harvest.results)
         self._completions.report(
             harvest.finished, harvest.failed, harvest.durations, harvest.retries, harvest.results
         )

@@ -25,7 +25,7 @@ import pickle
 import signal
 import time
 from collections import deque
-from collections.abc import Hashable, MutableSequence, Sequence
+from collections.abc import Callable, Hashable, MutableSequence, Sequence
 from multiprocessing.context import SpawnContext
 
 from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
@@ -43,6 +43,8 @@ OPEN_FAILED = "open failed: "
 TIMED_OUT = "TimeoutError"
 
 _row: type[tuple[object, ...]] = tuple
+Ship = Callable[[int, list[Message]], list[tuple[object, ...]]]
+"""Rows of a batch (its id, its messages) as sent to a worker."""
 """A message as the plain tuple a batch ships it as (Message is a named tuple)."""
 
 
@@ -53,18 +55,25 @@ class Batch:
     messages already given up on (they travel as ``None``).
     """
 
-    __slots__ = ("deaths", "gave_up", "id", "messages", "strikes", "timeouts")
+    __slots__ = ("deaths", "gave_up", "id", "messages", "ship", "strikes", "timeouts")
 
-    def __init__(self, batch_id: int, messages: list[Message]) -> None:
+    def __init__(self, batch_id: int, messages: list[Message], ship: Ship | None = None) -> None:
         self.id = batch_id
         self.messages = messages
+        self.ship = ship
+        """Makes the rows when the batch is sent (a stateful handler's: each message with its
+        key's state as it is then); ``None``: plain tuples."""
         self.gave_up: set[int] = set()  # indices already reported failed
         self.strikes: dict[int, int] = {}  # index -> worker deaths while it ran
         self.deaths = 0  # worker deaths while an unknown message of the batch ran
         self.timeouts: dict[int, int] = {}  # index -> attempts killed for taking too long
 
     def rows(self) -> list[tuple[object, ...] | None]:
-        rows: list[tuple[object, ...] | None] = list(map(_row, self.messages))
+        rows: list[tuple[object, ...] | None]
+        if self.ship is None:
+            rows = list(map(_row, self.messages))
+        else:
+            rows = list(self.ship(self.id, self.messages))
         for index in self.gave_up:
             rows[index] = None
         return rows

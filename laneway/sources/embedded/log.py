@@ -24,7 +24,7 @@ from laneway.sources.embedded.segment import LogDirectory
 from laneway.sources.embedded.source import EmbeddedSource
 from laneway.sources.embedded.transactions import EmbeddedTransaction
 from laneway.sources.topic_names import check_topic_name, check_topic_names, unknown_topics
-from laneway.types import CommitPosition, Header, PartitionId
+from laneway.types import CommitPosition, Header, Message, PartitionId
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStats", "EmbeddedSource"]
 
@@ -282,7 +282,11 @@ class EmbeddedLog:
             self._groups.subscribe_locked(names, group)
         member = Member(group, tuple(sorted(set(names))), timeout)
         return EmbeddedSource(
-            self._groups, member, lambda: EmbeddedProducer(self), partial(self._transaction, member)
+            self._groups,
+            member,
+            lambda: EmbeddedProducer(self),
+            partial(self._transaction, member),
+            log=self,
         )
 
     def _transaction(self, member: Member) -> EmbeddedTransaction:
@@ -323,6 +327,15 @@ class EmbeddedLog:
         """The first retained offset of every partition of ``topic``."""
         with self._lock:
             return {part.partition: part.start for part in self._parts_of(topic)}
+
+    def read(self, topic: str, partition: int, offset: int, limit: int) -> list[Message]:
+        """Up to ``limit`` records of a partition from ``offset`` (or its first retained one),
+        outside any group: what a state store's restore reads its changelog with."""
+        with self._lock:
+            parts = self._parts_of(topic)
+            if not 0 <= partition < len(parts):
+                raise ConfigError(f"partition={partition} is not valid for topic {topic!r}")
+            return parts[partition].read(offset, limit)
 
     def committed(self, group: str, topic: str) -> dict[int, CommitPosition]:
         """Committed positions of ``group`` in ``topic`` (never committed partitions: absent)."""

@@ -48,8 +48,12 @@ class EmbeddedSource:
         member: Member,
         producer: Callable[[], Producer],
         transaction: Callable[[], Transaction],
+        log: object = None,
     ) -> None:
         self._coordinator = coordinator
+        self.log = log
+        """The :class:`~laneway.sources.embedded.log.EmbeddedLog` read (for a state store's
+        changelog)."""
         self._producer = producer
         self._transaction = transaction
         self._member = member
@@ -59,6 +63,11 @@ class EmbeddedSource:
     @property
     def group(self) -> str:
         return self._member.group
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics subscribed to."""
+        return self._member.topics
 
     @property
     def name(self) -> str:

@@ -148,6 +148,17 @@ class KafkaSource:
         return self._settings.group
 
     @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics subscribed to."""
+        return tuple(self._topics)
+
+    @property
+    def connection(self) -> dict[str, object]:
+        """The settings another client of the same cluster connects with (a state store's
+        changelog reader)."""
+        return dict(self._connection)
+
+    @property
     def assignment(self) -> frozenset[PartitionId]:
         """Partitions currently owned (as reported to the listener)."""
         return frozenset(self._assignment.owned)

@@ -18,7 +18,7 @@ from laneway.offsets.codec import encode_window
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.share.acknowledgement import Acknowledgement
 from laneway.sources.share.progress import ShareProgress
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, Message, PartitionId, Stall, Waiting
 
 A: PartitionId = ("orders", 0)
 B: PartitionId = ("orders", 1)
@@ -158,6 +158,7 @@ def test_a_source_without_offsets_has_a_rate_but_no_backlog() -> None:
         "rate": 5.0,
         "drain_seconds": None,
         "partitions": [],
+        "stalled": [],
     }
 
 
@@ -169,6 +170,7 @@ def test_as_json_has_the_contract_keys_and_the_partitions_as_laneway_lag_prints_
         "rate": 0.333,
         "drain_seconds": 9.0,
         "partitions": [],
+        "stalled": [],
     }
     sampled = BacklogWatch().sample(0.0, 0, owning({A: held(10, 7)}).backlog({A: 20}))
     assert sampled.as_json()["partitions"] == [
@@ -222,3 +224,30 @@ def test_an_unknown_drain_time_is_not_a_number() -> None:
     sample(Tally(recorder), Backlog(None, None, 4.0, None))
     assert math.isnan(recorder.gauges[(Metric.DRAIN_SECONDS, ())])
     assert not [key for key in recorder.gauges if key[0] is Metric.BACKLOG]
+
+
+def test_a_stalled_call_is_in_the_backlog_with_what_waits_behind_it_keys_only_when_asked() -> None:
+    waiting = Waiting(7, 3, (b"acct-2", b"acct-9", b"acct-4"), (("orders", 1), ("orders", 4)))
+    stall = Stall("orders", 1, 40, b"acct-5", 12.34567, waiting=waiting, held_back=5)
+    found = BacklogWatch().sample(0.0, 0, lagging(10), (stall,))
+    hidden = found.as_json()["stalled"]
+    assert hidden == [
+        {
+            "topic": "orders",
+            "partition": 1,
+            "offset": 40,
+            "seconds": 12.346,
+            "waiting": {
+                "messages": 7,
+                "keys": 3,
+                "partitions": [
+                    {"topic": "orders", "partition": 1},
+                    {"topic": "orders", "partition": 4},
+                ],
+            },
+            "held_back": 5,
+        }
+    ]
+    shown = found.as_json(keys=True)["stalled"][0]
+    assert shown["key"] == "acct-5"
+    assert shown["waiting"]["keys_named"] == ["acct-2", "acct-9", "acct-4"]

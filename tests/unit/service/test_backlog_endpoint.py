@@ -66,6 +66,7 @@ def test_backlog_is_served_as_the_json_keda_reads(server: HealthServer) -> None:
                 "backlog": 3,
             }
         ],
+        "stalled": [],
     }
 
 
@@ -79,6 +80,7 @@ def test_each_request_reads_the_latest_sample(server: HealthServer, figures: lis
         "rate": 4.0,
         "drain_seconds": None,
         "partitions": [],
+        "stalled": [],
     }
 
 

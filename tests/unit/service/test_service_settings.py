@@ -9,6 +9,7 @@ import pytest
 from laneway.errors import ConfigError
 from laneway.service.settings import OWN_VARIABLES, resolve
 from laneway.sources.share.preview_warning import PREVIEW_WARNED
+from laneway.state.settings import store_of
 
 
 def toml_file(tmp_path: Path, text: str) -> Path:
@@ -86,3 +87,24 @@ def test_the_checkouts_script_variables_need_no_entry_and_a_misspelt_setting_sti
     assert settings.kafka == {} and settings["bootstrap_servers"] is None
     with pytest.raises(ConfigError, match="did you mean LANEWAY_CONNECT_TIMEOUT"):
         resolve({}, {"LANEWAY_CONECT_TIMEOUT": "5"}, None)
+
+
+def test_the_state_store_comes_from_flag_environment_and_file(tmp_path: Path) -> None:
+    config = toml_file(tmp_path, 'state_changelog = "ledger.balances"\n')
+    settings = resolve({}, {"LANEWAY_STATE_DIR": str(tmp_path / "state")}, config)
+    assert (settings.origins["state_dir"], settings.origins["state_changelog"]) == ("env", "file")
+    store = store_of(settings.values)
+    assert store is not None
+    assert (store.path, store.changelog) == (tmp_path / "state", "ledger.balances")
+    member = store_of(settings.values, 2)
+    assert member is not None and member.path == tmp_path / "state" / "member-2"
+    assert store_of(resolve({}, {}, None).values) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"), [("state_dir", "state_changelog"), ("state_changelog", "state_dir")]
+)
+def test_half_a_state_store_names_what_is_missing(given: str, missing: str) -> None:
+    settings = resolve({given: "ledger.balances"}, {}, None)
+    with pytest.raises(ConfigError, match=f"{given} needs {missing}"):
+        store_of(settings.values)

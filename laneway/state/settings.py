@@ -1,0 +1,54 @@
+"""``laneway run``'s state settings: where a stateful handler's store lives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from laneway.errors import ConfigError
+from laneway.options import OptionSpec, optional_text
+from laneway.state.store import StateStore
+
+STATE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
+    "state_dir": (
+        None,
+        OptionSpec(
+            "directory of the state store's files (one SQLite file per partition; with "
+            "--members, member i uses DIR/member-i); with --state-changelog the handler is "
+            "called as handler(message, state)",
+            optional_text,
+            "text",
+        ),
+    ),
+    "state_changelog": (
+        None,
+        OptionSpec(
+            "the compacted topic that keeps the handler's per-key state (created when "
+            "missing, co-partitioned with the input); needs --state-dir",
+            optional_text,
+            "text",
+        ),
+    ),
+}
+"""The settings that build ``laneway run``'s :class:`~laneway.state.store.StateStore`,
+declared once: name -> (default, spec); the service appends them to its own."""
+
+
+def store_of(values: Mapping[str, Any], member: int | None = None) -> StateStore | None:
+    """The store the settings ``values`` name (``None`` without either setting);
+    ``member``: the index of a ``--members`` process, which keeps its files apart."""
+    directory, changelog = values["state_dir"], values["state_changelog"]
+    if directory is None and changelog is None:
+        return None
+    if directory is None or changelog is None:
+        given, missing = ("state_dir", "state_changelog")
+        if directory is None:
+            given, missing = missing, given
+        raise ConfigError(
+            f"{given} needs {missing}: give both --state-dir DIR and --state-changelog TOPIC"
+        )
+    path = Path(directory)
+    if member is not None:
+        path = path / f"member-{member}"
+    return StateStore(path, changelog)
