@@ -12,7 +12,7 @@ from operator import attrgetter
 from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
 from laneway.stats import REBALANCES_KEPT, LatencyWindow, Rebalance
-from laneway.types import HotKey, Message, PartitionId
+from laneway.types import HotKey, Message, PartitionId, Restore
 
 HOT_RANKS = 10
 """How many hot keys the metrics show, by rank."""
@@ -56,6 +56,7 @@ class Tally:
         self._sole_topic: str | None = None
         self._restarts = 0
         self._backlog_shown: set[PartitionId] = set()
+        self._restores_shown: set[PartitionId] = set()
 
     @property
     def handled(self) -> int:
@@ -163,12 +164,14 @@ class Tally:
         backlog: Backlog,
         waiting: Mapping[PartitionId, int],
         hot_keys: Sequence[HotKey] = (),
+        restoring: Sequence[Restore] = (),
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
         (where ``ends`` knows it), the age of the oldest running message (0: none) and the
         messages ``waiting`` for a stalled call (0: none); the ``backlog`` (see
-        :meth:`_backlog`); and the ten ``hot_keys`` by rank (see :func:`key_id`)."""
+        :meth:`_backlog`); the ten ``hot_keys`` by rank (see :func:`key_id`); and the
+        state restores under way (see :meth:`_restores`)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -190,6 +193,21 @@ class Tally:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts
         self._backlog(backlog)
+        self._restores(restoring)
+
+    def _restores(self, restoring: Sequence[Restore]) -> None:
+        """How many partitions restore their state, and each one's changelog records left
+        to read; 0 for a partition reported before whose restore ended (or that moved)."""
+        metrics = self._metrics
+        metrics.gauge(Metric.STATE_RESTORING, len(restoring))
+        shown = set()
+        for restore in restoring:
+            pid = (restore.topic, restore.partition)
+            shown.add(pid)
+            metrics.gauge(Metric.STATE_RESTORE_REMAINING, restore.remaining, (pid[0], str(pid[1])))
+        for topic, number in self._restores_shown - shown:
+            metrics.gauge(Metric.STATE_RESTORE_REMAINING, 0, (topic, str(number)))
+        self._restores_shown = shown
 
     def _backlog(self, backlog: Backlog) -> None:
         """The backlog of each partition in ``backlog`` and 0 for those reported before and
