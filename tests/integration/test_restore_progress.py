@@ -126,7 +126,7 @@ def test_a_restore_shows_its_progress_until_it_is_done(
         assert restore.remaining == restore.total - PIECE > 0
         # The other partition runs meanwhile: its new messages are all processed.
         others = sum(1 for partition, _ in placed if partition != slow)
-        wait_for(f"{others} messages of the other partition", lambda: again.stats().processed == others)
+        wait_for(f"{others} others processed", lambda: again.stats().processed == others)
 
         status, body = readyz(probes.port)
         assert status == 200 and body["ready"] is True
