@@ -198,29 +198,28 @@ class Tally:
     def _restores(self, restoring: Sequence[Restore]) -> None:
         """How many partitions restore their state, and each one's changelog records left
         to read; 0 for a partition reported before whose restore ended (or that moved)."""
-        metrics = self._metrics
-        metrics.gauge(Metric.STATE_RESTORING, len(restoring))
-        shown = set()
-        for restore in restoring:
-            pid = (restore.topic, restore.partition)
-            shown.add(pid)
-            metrics.gauge(Metric.STATE_RESTORE_REMAINING, restore.remaining, (pid[0], str(pid[1])))
-        for topic, number in self._restores_shown - shown:
-            metrics.gauge(Metric.STATE_RESTORE_REMAINING, 0, (topic, str(number)))
-        self._restores_shown = shown
+        self._metrics.gauge(Metric.STATE_RESTORING, len(restoring))
+        left = {(r.topic, r.partition): r.remaining for r in restoring}
+        self._restores_shown = self._by_partition(
+            Metric.STATE_RESTORE_REMAINING, left, self._restores_shown
+        )
 
     def _backlog(self, backlog: Backlog) -> None:
         """The backlog of each partition in ``backlog`` and 0 for those reported before and
         no longer owned (a sum over the group's members counts each partition once; the
         last value would stay otherwise), and the drain time (NaN when unknown)."""
-        metrics = self._metrics
-        shown = set()
-        for partition in backlog.partitions:
-            pid = (partition.topic, partition.partition)
-            shown.add(pid)
-            metrics.gauge(Metric.BACKLOG, partition.backlog, (pid[0], str(pid[1])))
-        for topic, number in self._backlog_shown - shown:
-            metrics.gauge(Metric.BACKLOG, 0, (topic, str(number)))
-        self._backlog_shown = shown
+        figures = {(p.topic, p.partition): p.backlog for p in backlog.partitions}
+        self._backlog_shown = self._by_partition(Metric.BACKLOG, figures, self._backlog_shown)
         drain = backlog.drain_seconds
-        metrics.gauge(Metric.DRAIN_SECONDS, math.nan if drain is None else drain)
+        self._metrics.gauge(Metric.DRAIN_SECONDS, math.nan if drain is None else drain)
+
+    def _by_partition(
+        self, gauge: Metric, values: Mapping[PartitionId, float], shown: set[PartitionId]
+    ) -> set[PartitionId]:
+        """``gauge`` of each partition in ``values``, and 0 for those in ``shown`` (reported
+        before) that are not; the partitions shown now."""
+        for pid, value in values.items():
+            self._metrics.gauge(gauge, value, (pid[0], str(pid[1])))
+        for topic, number in shown - values.keys():
+            self._metrics.gauge(gauge, 0, (topic, str(number)))
+        return set(values)
