@@ -3,7 +3,8 @@
 ``laneway_state_restor*`` gauges; all of it empties once the partition is restored.
 
 The restore reads the real changelog (embedded log and Kafka); the test only holds the
-second partition's restore after its first 50 records, to look at it half-way.
+second partition's restore after its first 50 records, to look at it half-way, or fails a
+restore's first attempt, to see it shown while it waits to restore again.
 """
 
 from __future__ import annotations
@@ -152,3 +153,41 @@ def test_a_restore_shows_its_progress_until_it_is_done(
     assert again.health().as_json()["restoring"] == []
     assert metrics.gauges[(Metric.STATE_RESTORING, ())] == 0
     assert metrics.gauges[remaining] == 0
+
+
+def test_a_failed_restore_still_shows_while_it_waits_to_restore_again(
+    make_topic: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = make_topic("embedded", 1)
+    topic.produce(inputs(300))
+    changelog = f"{topic.name}.counts"
+    run_bounded(consumer(topic, laneway.StateStore(tmp_path / "a", changelog=changelog)), 300)
+
+    real = EmbeddedChangelog.read
+    reads: list[float] = []
+
+    def failing_once(log: Any, *where: Any) -> Iterator[list[Changed]]:
+        reads.append(time.monotonic())
+        if len(reads) == 1:
+            raise OSError("the changelog is unreachable (a test)")
+        return real(log, *where)
+
+    monkeypatch.setattr(EmbeddedChangelog, "read", failing_once)
+    topic.produce(inputs(50, start=300))
+    again = consumer(topic, laneway.StateStore(tmp_path / "b", changelog=changelog))
+    outcome: list[Any] = []
+    runner = threading.Thread(target=lambda: outcome.append(run_bounded(again, 50, 60.0)))
+    runner.start()
+    try:
+        wait_for("the failed first attempt", lambda: len(reads) == 1)
+        # Between the failure and the second attempt (RETRY_AFTER later) it still shows.
+        time.sleep(0.5)
+        assert len(reads) == 1
+        [restore] = again.stats().restoring
+        assert (restore.topic, restore.partition, restore.full) == (topic.name, 0, True)
+        assert restore.total == 300 and restore.records == 0 and restore.remaining == 300
+    finally:
+        runner.join(60.0)
+    [stats] = outcome
+    assert len(reads) == 2 and stats.processed == 50
+    assert stats.restoring == ()
