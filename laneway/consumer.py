@@ -162,7 +162,8 @@ class Consumer(ConsumerSignatures):
         safe to call from any thread, e.g. an HTTP probe's."""
         state = self._state
         live = state in ("starting", "running", "stopping")
-        stalled = () if self._plane is None else self._plane.stats().stalled
+        stats = ConsumerStats() if self._plane is None else self._plane.stats()
+        stalled = stats.stalled
         denied = None if self._plane is None else self._plane.denied
         reason = ""
         if denied is not None and live:  # the run is ending: say why
@@ -179,7 +180,7 @@ class Consumer(ConsumerSignatures):
             )
         elif self._capabilities.waits:  # e.g. topics the cluster does not have (yet)
             reason = cast(WaitingSource, self._source).waiting_for()
-        return Health(live, live and not reason, state, reason, stalled)
+        return Health(live, live and not reason, state, reason, stalled, stats.restoring)
 
     def backlog(self) -> Backlog:
         """How much work is left in the partitions this consumer owns, and how fast it goes:

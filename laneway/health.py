@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from laneway.types import Stall
+from laneway.types import Restore, Stall
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,9 @@ class Health:
     exists) and no message in its handler longer than ``stall_timeout``.
     ``state`` is ``new``, ``starting``, ``running``, ``stopping`` or ``stopped``;
     ``reason`` says in words why it is not ready (empty when it is); ``stalled`` lists the
-    stalled messages.
+    stalled messages; ``restoring`` the partitions whose state (``state=``) is being
+    restored now, with their progress: a restore does not make a consumer unready, since
+    its other partitions keep running (the restoring ones' messages wait).
     """
 
     live: bool
@@ -26,13 +28,16 @@ class Health:
     state: str
     reason: str = ""
     stalled: tuple[Stall, ...] = field(default_factory=tuple)
+    restoring: tuple[Restore, ...] = field(default_factory=tuple)
 
     def as_json(self, keys: bool = False) -> dict[str, Any]:
         """A JSON-serialisable form: each stalled message's position and age, what waits
         for it (messages, keys and partitions counted; ``waiting.keys_named`` lists up to
         10 keys) and the finished messages it holds uncommitted (``held_back``); keys (as
         text, undecodable bytes escaped) only with ``keys=True``, since a key is message
-        data (an e-mail address, an account)."""
+        data (an e-mail address, an account). ``restoring``: per partition being
+        restored, its changelog ``records`` read of ``total``, whether ``full`` and for how
+        many ``seconds``."""
         stalled = [stall_as_json(s, keys) for s in self.stalled]
         return {
             "live": self.live,
@@ -40,7 +45,20 @@ class Health:
             "state": self.state,
             "reason": self.reason,
             "stalled": stalled,
+            "restoring": [restore_as_json(r) for r in self.restoring],
         }
+
+
+def restore_as_json(restore: Restore) -> dict[str, Any]:
+    """One partition's state restore as ``/readyz`` shows it."""
+    return {
+        "topic": restore.topic,
+        "partition": restore.partition,
+        "records": restore.records,
+        "total": restore.total,
+        "full": restore.full,
+        "seconds": round(restore.seconds, 3),
+    }
 
 
 def _text(key: bytes | None) -> str | None:

@@ -49,6 +49,8 @@ class Metric(str, enum.Enum):
     STALLED_WAITING = "laneway_stalled_waiting_messages"
     HOT_KEY_MESSAGES = "laneway_hot_key_messages"
     HOT_KEY_ID = "laneway_hot_key_id"
+    STATE_RESTORING = "laneway_state_restoring_partitions"
+    STATE_RESTORE_REMAINING = "laneway_state_restore_remaining_records"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
     ACKNOWLEDGEMENTS = "laneway_acknowledgements_total"
@@ -192,6 +194,20 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         ("rank",),
         "A 48-bit hash of the rank-th hottest key (the same key, the same id): tells hot "
         "keys apart without showing them (0: no key at that rank).",
+    ),
+    Metric.STATE_RESTORING: MetricDefinition(
+        MetricKind.GAUGE,
+        "partitions",
+        (),
+        "Owned partitions whose state is being restored from the changelog (their messages "
+        "wait; the others run), or waiting to restore again after a failed attempt.",
+    ),
+    Metric.STATE_RESTORE_REMAINING: MetricDefinition(
+        MetricKind.GAUGE,
+        "records",
+        _PARTITION,
+        "Changelog records the partition's state restore has still to read (0: restored, "
+        "or the restore has not yet measured its span).",
     ),
     Metric.REBALANCES: MetricDefinition(
         MetricKind.COUNTER,

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laneway.types import Failure, Header, HotKey, Message, PartitionId, Stall
+from laneway.types import Failure, Header, HotKey, Message, PartitionId, Restore, Stall
 
 REBALANCES_KEPT = 32
 """Ownership changes a consumer remembers for ``stats().rebalances_seen``."""
@@ -125,6 +125,11 @@ class ConsumerStats:
     :class:`~laneway.types.HotKey`, the ten hottest, at most about a second old;
     ``ordering="key"`` on the thread, async and process engines); ``held_off``, messages
     not kept so far because their key was at ``max_buffered_per_key`` (read again later).
+
+    With ``state=``: ``restoring``, the partitions whose state is being restored from the
+    changelog now (each a :class:`~laneway.types.Restore`: records read of those to read;
+    their messages wait, the other partitions run); empty without a store and once every
+    owned partition is restored.
     """
 
     processed: int = 0
@@ -156,6 +161,7 @@ class ConsumerStats:
     recent_failures: tuple[FailureNote, ...] = ()
     hot_keys: tuple[HotKey, ...] = ()
     held_off: int = 0
+    restoring: tuple[Restore, ...] = ()
 
     @property
     def handled(self) -> int:

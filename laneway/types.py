@@ -228,6 +228,26 @@ class HotKey:
 
 
 @dataclass(frozen=True)
+class Restore:
+    """A partition whose state is being restored from its changelog (its messages wait;
+    the other partitions run): ``records`` read of ``total`` to read, ``full`` when from
+    the changelog's start rather than the state file's checkpoint, ``seconds`` since the
+    restore began (retries after a failure included)."""
+
+    topic: str
+    partition: int
+    records: int
+    total: int
+    full: bool
+    seconds: float
+
+    @property
+    def remaining(self) -> int:
+        """Changelog records still to read (0 before the restore knows its span)."""
+        return max(0, self.total - self.records)
+
+
+@dataclass(frozen=True)
 class Stall:
     """A message in its handler for longer than ``stall_timeout``: its position, its key
     and for how many ``seconds`` (as of the last look); ``waiting``: what cannot start

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from laneway.health import stall_as_json
 from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, PartitionBacklog, drain_seconds
-from laneway.types import Stall
+from laneway.types import PartitionId, Stall
 
 SAMPLE_EVERY = 1.0
 """Seconds between two samples of the backlog (and of the gauges, which come with it)."""
@@ -108,3 +108,8 @@ class BacklogWatch:
         lag = sum(p.lag for p in partitions)
         self.latest = Backlog(backlog, lag, rate, drain, partitions, stalled)
         return self.latest
+
+    def finished_beyond(self) -> dict[PartitionId, int]:
+        """Finished messages beyond each owned partition's commit point, as last sampled
+        (the stall watch's thread reads it: the sample is replaced whole)."""
+        return {(p.topic, p.partition): p.finished_beyond for p in self.latest.partitions}

@@ -42,7 +42,7 @@ from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
 from laneway.state.keeper import StateKeeper
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
+from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId, Restore
 
 log = get_logger(__name__)
 
@@ -97,7 +97,7 @@ class ControlPlane:
         self._tally = Tally(config.metrics)
         self._backlog = BacklogWatch()
         self._stalls = StallWatch.for_config(
-            engine, config, self._finished_beyond, lambda: self._hot_keys
+            engine, config, self._backlog.finished_beyond, lambda: self._hot_keys
         )
 
     # -- the loop ---------------------------------------------------------------------
@@ -304,6 +304,9 @@ class ControlPlane:
             if released:
                 self._submit(self._decoded(released))
 
+    def _restoring(self) -> tuple[Restore, ...]:
+        return () if self._state is None else self._state.restoring()
+
     def _held_back(self, partitions: Collection[PartitionId]) -> list[Message]:
         """Messages of ``partitions`` held back while their state was restored."""
         return [] if self._state is None else self._state.take_back(partitions)
@@ -421,12 +424,8 @@ class ControlPlane:
             ends=ends,
             backlog=backlog,
             hot_keys=self._hot_keys,
+            restoring=self._restoring(),
         )
-
-    def _finished_beyond(self) -> dict[PartitionId, int]:
-        """Finished messages beyond each owned partition's commit point, as last sampled
-        (the stall watch's thread reads it: the sample is replaced whole)."""
-        return {(p.topic, p.partition): p.finished_beyond for p in self._backlog.latest.partitions}
 
     @property
     def backlog(self) -> Backlog:
@@ -470,4 +469,5 @@ class ControlPlane:
             recent_failures=self._router.recent,
             hot_keys=self._hot_keys,
             held_off=self._containment.declined,
+            restoring=self._restoring(),
         )

@@ -12,7 +12,7 @@ from operator import attrgetter
 from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
 from laneway.stats import REBALANCES_KEPT, LatencyWindow, Rebalance
-from laneway.types import HotKey, Message, PartitionId
+from laneway.types import HotKey, Message, PartitionId, Restore
 
 HOT_RANKS = 10
 """How many hot keys the metrics show, by rank."""
@@ -56,6 +56,7 @@ class Tally:
         self._sole_topic: str | None = None
         self._restarts = 0
         self._backlog_shown: set[PartitionId] = set()
+        self._restores_shown: set[PartitionId] = set()
 
     @property
     def handled(self) -> int:
@@ -163,12 +164,14 @@ class Tally:
         backlog: Backlog,
         waiting: Mapping[PartitionId, int],
         hot_keys: Sequence[HotKey] = (),
+        restoring: Sequence[Restore] = (),
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
         (where ``ends`` knows it), the age of the oldest running message (0: none) and the
         messages ``waiting`` for a stalled call (0: none); the ``backlog`` (see
-        :meth:`_backlog`); and the ten ``hot_keys`` by rank (see :func:`key_id`)."""
+        :meth:`_backlog`); the ten ``hot_keys`` by rank (see :func:`key_id`); and the
+        state restores under way (see :meth:`_restores`)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -190,19 +193,33 @@ class Tally:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts
         self._backlog(backlog)
+        self._restores(restoring)
+
+    def _restores(self, restoring: Sequence[Restore]) -> None:
+        """How many partitions restore their state, and each one's changelog records left
+        to read; 0 for a partition reported before whose restore ended (or that moved)."""
+        self._metrics.gauge(Metric.STATE_RESTORING, len(restoring))
+        left = {(r.topic, r.partition): r.remaining for r in restoring}
+        self._restores_shown = self._by_partition(
+            Metric.STATE_RESTORE_REMAINING, left, self._restores_shown
+        )
 
     def _backlog(self, backlog: Backlog) -> None:
         """The backlog of each partition in ``backlog`` and 0 for those reported before and
         no longer owned (a sum over the group's members counts each partition once; the
         last value would stay otherwise), and the drain time (NaN when unknown)."""
-        metrics = self._metrics
-        shown = set()
-        for partition in backlog.partitions:
-            pid = (partition.topic, partition.partition)
-            shown.add(pid)
-            metrics.gauge(Metric.BACKLOG, partition.backlog, (pid[0], str(pid[1])))
-        for topic, number in self._backlog_shown - shown:
-            metrics.gauge(Metric.BACKLOG, 0, (topic, str(number)))
-        self._backlog_shown = shown
+        figures = {(p.topic, p.partition): p.backlog for p in backlog.partitions}
+        self._backlog_shown = self._by_partition(Metric.BACKLOG, figures, self._backlog_shown)
         drain = backlog.drain_seconds
-        metrics.gauge(Metric.DRAIN_SECONDS, math.nan if drain is None else drain)
+        self._metrics.gauge(Metric.DRAIN_SECONDS, math.nan if drain is None else drain)
+
+    def _by_partition(
+        self, gauge: Metric, values: Mapping[PartitionId, float], shown: set[PartitionId]
+    ) -> set[PartitionId]:
+        """``gauge`` of each partition in ``values``, and 0 for those in ``shown`` (reported
+        before) that are not; the partitions shown now."""
+        for pid, value in values.items():
+            self._metrics.gauge(gauge, value, (pid[0], str(pid[1])))
+        for topic, number in shown - values.keys():
+            self._metrics.gauge(gauge, 0, (topic, str(number)))
+        return set(values)

@@ -13,12 +13,13 @@ The control plane asks it (each on the control thread):
   restore is made again later (in full);
 * on revocation or loss, :meth:`give_up`; at the end, :meth:`close`.
 
-Progress shows in the logs and in :meth:`restoring` (not yet in ``stats()``, ``/readyz``
-or the metrics).
+Progress shows in the logs and in :meth:`restoring`: ``stats().restoring``, the ``restoring``
+list of ``/readyz`` and ``/livez``, and the ``laneway_state_restor*`` gauges.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
@@ -36,7 +37,7 @@ from laneway.state.shipping import ShippedState
 from laneway.state.store import StateStore
 from laneway.state.table import PartitionTable
 from laneway.state.writer import ChangelogResults
-from laneway.types import CommitPosition, Message, PartitionId
+from laneway.types import CommitPosition, Message, PartitionId, Restore
 
 log = get_logger(__name__)
 
@@ -93,6 +94,8 @@ class StateKeeper:
         self._restorer = Restorer(self._log, store.changelog)
         self._held: dict[PartitionId, list[Message]] = {}
         self._retry_at: dict[PartitionId, tuple[float, RestoreJob]] = {}
+        """Failed restores to make again, and when (replaced, not changed: read from other
+        threads)."""
         self._repause_at = 0.0
         self._writer: ChangelogResults | None = None
 
@@ -192,16 +195,16 @@ class StateKeeper:
                     "state of %s[%d]: restore failed (%s); restoring again in full in %g s",
                     job.pid[0], job.pid[1], job.error, RETRY_AFTER,
                 )  # fmt: skip
-                self._retry_at[job.pid] = (now + RETRY_AFTER, job)
+                self._retry_at = {**self._retry_at, job.pid: (now + RETRY_AFTER, job)}
                 continue
             self.tables[job.pid] = job.table
             ready.append(job.pid)
             released += self._held.pop(job.pid)
         for pid, (when, job) in list(self._retry_at.items()):
             if when <= now:
-                del self._retry_at[pid]
                 job.records = 0
                 self._restorer.restore(job)
+                self._retry_at = {p: retry for p, retry in self._retry_at.items() if p != pid}
         if ready:
             self._source.resume(ready)
         if self._held and now >= self._repause_at:
@@ -224,7 +227,8 @@ class StateKeeper:
         mine = [pid for pid in partitions if pid[0] == self.topic]
         for pid in mine:
             self._held.pop(pid, None)
-            self._retry_at.pop(pid, None)
+            if pid in self._retry_at:
+                self._retry_at = {p: retry for p, retry in self._retry_at.items() if p != pid}
             job = self._restorer.cancel(pid)
             if job is not None:
                 job.table.close()
@@ -235,10 +239,16 @@ class StateKeeper:
             if table is not None:
                 table.close()
 
-    def restoring(self) -> dict[PartitionId, tuple[int, int]]:
-        """Per partition being restored, the changelog records read and to read (safe to
-        call from any thread)."""
-        return {pid: (job.records, job.total) for pid, job in self._restorer.running.items()}
+    def restoring(self) -> tuple[Restore, ...]:
+        """The partitions being restored (or waiting to restore again after a failure),
+        by partition, with their progress; safe to call from any thread."""
+        jobs = {pid: job for pid, (_, job) in self._retry_at.items()}
+        jobs.update(self._restorer.running)
+        now = time.monotonic()
+        return tuple(
+            Restore(pid[0], pid[1], job.records, job.total, job.full, now - job.started)
+            for pid, job in sorted(jobs.items())
+        )
 
     def close(self, drained: bool) -> None:
         self.give_up(list(self.tables) + list(self._held), drained)
