@@ -26,7 +26,8 @@ so it must be quick and must not fail (a message whose group_by raises is its ow
 class Overloaded(Exception):
     """Raise it from a handler when what this message's group calls is overloaded (a
     tenant's database, a per-customer API quota): the attempt fails and is retried like any
-    failure, and with ``fairness`` set the group's caps are halved for a while."""
+    failure; with ``fairness`` set, a message that still fails after its retries halves its
+    group's caps for a while (they grow back as the group's messages succeed)."""
 
 
 @dataclass(frozen=True)
