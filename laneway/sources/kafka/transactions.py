@@ -261,7 +261,10 @@ class KafkaTransaction:
         member is given any partition."""
         if not self._ready and not self._closed:
             self._init()
-        self._producer.poll(0)
+        try:
+            self._producer.poll(0)
+        except KafkaException as exc:  # a fatal error, e.g. the coordinator lost mid-commit
+            self._fail(exc)
 
     def close(self) -> None:
         if self._closed:
