@@ -56,10 +56,12 @@ def view_handler(handler: Callable[..., Any], batched: bool) -> Callable[..., An
         def call(given: Any) -> Any:
             return handler(given[8])  # Record.view, read as the tuple item it is
 
-    return _with_lifecycle(call, handler)
+    return with_lifecycle(call, handler)
 
 
-def _with_lifecycle(call: Callable[..., Any], handler: object) -> Callable[..., Any]:
+def with_lifecycle(call: Callable[..., Any], handler: object) -> Callable[..., Any]:
+    """``call`` in place of ``handler``, keeping the user's ``open()`` and ``close()`` when
+    its class has them (a decoding or stateful wrapper must not hide them)."""
     kind = type(handler)
     if getattr(kind, "open", None) is None and getattr(kind, "close", None) is None:
         return call
@@ -116,7 +118,7 @@ class DecodingHandler:
             def call(given: Any) -> Any:
                 return handler(views.by_position[given[:3]])
 
-        return _with_lifecycle(call, handler), Decoding(self.value, self.key), views
+        return with_lifecycle(call, handler), Decoding(self.value, self.key), views
 
     def __call__(self, message: Message) -> Any:
         raise TypeError(

@@ -27,6 +27,7 @@ from typing import Any
 
 from laneway.errors import LanewayError
 from laneway.results import Outcomes, Produce, records_of
+from laneway.serde.typed_handlers import with_lifecycle
 from laneway.state.codec import StateCodec
 from laneway.state.records import KEYLESS, Entry, changelog_record
 from laneway.state.state import State
@@ -102,7 +103,7 @@ def stateful(
     module docs); ``typed``: messages come as decoded records whose view the handler gets."""
     decode = codec.decode
     if batched:
-        return _with_lifecycle(_batch(handler, tables, codec, changelog, typed, is_async), handler)
+        return with_lifecycle(_batch(handler, tables, codec, changelog, typed, is_async), handler)
 
     if is_async:
 
@@ -122,7 +123,7 @@ def stateful(
             table.put(key, entry)  # type: ignore[arg-type]
             return returned
 
-        return _with_lifecycle(call_async, handler)
+        return with_lifecycle(call_async, handler)
 
     def call(message: Any) -> Any:
         key = message[3]
@@ -140,7 +141,7 @@ def stateful(
         table.put(key, entry)  # type: ignore[arg-type]
         return returned
 
-    return _with_lifecycle(call, handler)
+    return with_lifecycle(call, handler)
 
 
 class BatchStates:
@@ -245,29 +246,3 @@ def _batch(
         return batch.changes(result, codec, changelog, put(messages[0][0]))
 
     return call
-
-
-def _with_lifecycle(call: Callable[..., Any], handler: object) -> Callable[..., Any]:
-    kind = type(handler)
-    if getattr(kind, "open", None) is None and getattr(kind, "close", None) is None:
-        return call
-    return _Lifecycled(call, handler)
-
-
-class _Lifecycled:
-    """A stateful handler that keeps the user's ``open()`` and ``close()``."""
-
-    __slots__ = ("_call", "_handler")
-
-    def __init__(self, call: Callable[..., Any], handler: Any) -> None:
-        self._call = call
-        self._handler = handler
-
-    def __call__(self, message: Any) -> Any:
-        return self._call(message)
-
-    def open(self) -> Any:
-        return self._handler.open()
-
-    def close(self) -> Any:
-        return self._handler.close()
