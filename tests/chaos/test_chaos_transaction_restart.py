@@ -220,7 +220,8 @@ def test_laneway_run_members_restart_a_killed_member_in_its_slot(
     topic, out = topics
     (tmp_path / "results_app.py").write_text(HANDLER)
     (tmp_path / "kafka.toml").write_text(
-        "[kafka]\n" + "".join(f'"{key}" = {value}\n' for key, value in CLASSIC_GROUP.items())
+        "[kafka]\n"
+        + "".join(f'"{key}" = {json.dumps(value)}\n' for key, value in CLASSIC_GROUP.items())
     )
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "RESULTS_TOPIC": out}
