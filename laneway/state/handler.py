@@ -62,6 +62,24 @@ class States:
         return len(self._by_position)
 
 
+def changes(
+    result: object,
+    state: State[Any],
+    encode: Callable[[Any], bytes],
+    changelog: str,
+    message: Message,
+    key: bytes,
+) -> tuple[object, Entry]:
+    """The handler's results with the changelog record of the changed ``state`` added (a
+    bare record when there are none), and the key's entry to keep."""
+    records = None if result is None else records_of(result)  # a bad return keeps nothing
+    value = state._value
+    data = None if value is None else encode(value)
+    offset = message[2]
+    record = changelog_record(changelog, message[1], key, data, offset)
+    return ([*records, record] if records else record), (data, offset)
+
+
 def _table(tables: Tables, message: Message) -> PartitionTable:
     table = tables.get((message[0], message[1]))
     if table is None:
@@ -69,24 +87,6 @@ def _table(tables: Tables, message: Message) -> PartitionTable:
             f"the state of {message[0]}[{message[1]}] is not here (partition given up)"
         )
     return table
-
-
-def _changes(
-    result: object,
-    state: State[Any],
-    codec: StateCodec,
-    changelog: str,
-    message: Message,
-    key: bytes,
-) -> tuple[object, Entry | None]:
-    """The handler's results with the changelog record of ``state`` added, and the entry to
-    keep (``None``: unchanged)."""
-    records = records_of(result)  # a bad return fails the attempt before anything is kept
-    value = state._value
-    data = None if value is None else codec.encode(value)
-    offset = message[2]
-    record = changelog_record(changelog, message[1], key, data, offset)
-    return (record,) if not records else [*records, record], (data, offset)
 
 
 def stateful(
@@ -100,46 +100,66 @@ def stateful(
     is_async: bool,
 ) -> Callable[..., Any]:
     """What the sync, thread and async engines call for the stateful ``handler`` (see the
-    module docs); ``typed``: messages come as decoded records whose view the handler gets."""
-    decode = codec.decode
+    module docs); ``typed``: messages come as decoded records whose view the handler gets.
+
+    This runs for every message: the read is one dict lookup when the key is cached, and
+    a call that leaves the state alone costs nothing more."""
+    decode, encode = codec.decode, codec.encode
     if batched:
         return with_lifecycle(_batch(handler, tables, codec, changelog, typed, is_async), handler)
+
+    def before(message: Any) -> tuple[PartitionTable, bytes, State[Any]] | None:
+        """The message's table, key and state; ``None``: already in the state."""
+        key = message[3]
+        if key is None:
+            key = KEYLESS
+        table = tables.get((message[0], message[1])) or _table(tables, message)
+        entry = table.cached.get(key) or table.get(key)
+        if message[2] <= entry[1]:
+            return None
+        data = entry[0]
+        return table, key, State(None if data is None else decode(data))
+
+    def after(
+        result: Any, message: Any, table: PartitionTable, key: bytes, state: State[Any]
+    ) -> Any:
+        """The call's results with the changelog record of the changed ``state``."""
+        returned, entry = changes(result, state, encode, changelog, message, key)
+        table.put(key, entry)
+        return returned
 
     if is_async:
 
         async def call_async(message: Any) -> Any:
-            key = message[3]
-            if key is None:
-                key = KEYLESS
-            table = _table(tables, message)
-            data, last = table.get(key)
-            if message[2] <= last:
+            found = before(message)
+            if found is None:
                 return None
-            state: State[Any] = State(None if data is None else decode(data))
+            table, key, state = found
             result = await handler(message[8] if typed else message, state)
-            if not state.changed:
-                return result
-            returned, entry = _changes(result, state, codec, changelog, message, key)
-            table.put(key, entry)  # type: ignore[arg-type]
-            return returned
+            return after(result, message, table, key, state) if state.changed else result
 
         return with_lifecycle(call_async, handler)
 
-    def call(message: Any) -> Any:
+    def call(message: Any) -> Any:  # before() and after() inline: the sync path's cost
         key = message[3]
         if key is None:
             key = KEYLESS
-        table = _table(tables, message)
-        data, last = table.get(key)
-        if message[2] <= last:
+        table = tables.get((message[0], message[1])) or _table(tables, message)
+        entry = table.cached.get(key) or table.get(key)
+        offset = message[2]
+        if offset <= entry[1]:
             return None
+        data = entry[0]
         state: State[Any] = State(None if data is None else decode(data))
         result = handler(message[8] if typed else message, state)
         if not state.changed:
             return result
-        returned, entry = _changes(result, state, codec, changelog, message, key)
-        table.put(key, entry)  # type: ignore[arg-type]
-        return returned
+        records = None if result is None else records_of(result)  # a bad return keeps nothing
+        value = state._value
+        data = None if value is None else encode(value)
+        table.put(key, (data, offset))
+        record = changelog_record(changelog, message[1], key, data, offset)
+        return [*records, record] if records else record
 
     return with_lifecycle(call, handler)
 

@@ -24,7 +24,7 @@ from laneway.engines.base import ResultGroup
 from laneway.serde.decoding import Decoding
 from laneway.serde.typed_handlers import DecodingHandler, WorkerViews
 from laneway.state.codec import StateCodec
-from laneway.state.handler import BatchStates, States, Tables, _changes
+from laneway.state.handler import BatchStates, States, Tables, changes
 from laneway.state.records import KEYLESS, Entry, change_of
 from laneway.state.state import State
 from laneway.types import Message
@@ -131,8 +131,8 @@ class ShippedState(DecodingHandler):
             result = handler(unshipped(given), state)
             if not state.changed:
                 return result
-            returned, entry = _changes(result, state, codec, changelog, given, key)
-            written.put(given[1], key, entry)  # type: ignore[arg-type]
+            returned, entry = changes(result, state, codec.encode, changelog, given, key)
+            written.put(given[1], key, entry)
             return returned
 
         return call, decoding, views

@@ -65,7 +65,8 @@ class PartitionTable:
         self._identity = {**identity, "format": FORMAT}
         self._cached_keys = cached_keys
         self._lock = threading.Lock()
-        self._entries: dict[bytes, Entry] = {}
+        self.cached: dict[bytes, Entry] = {}
+        """The keys in memory (read it first: :meth:`get` when a key is not there)."""
         self._dirty: dict[bytes, Entry] = {}
         self._lock_file: int | None = None
         self.why_full: str | None = None
@@ -116,7 +117,7 @@ class PartitionTable:
     def get(self, key: bytes) -> Entry:
         """``key``'s state: its serialized value (``None``: none) and the input offset that
         last changed it (-1: never)."""
-        entry = self._entries.get(key)
+        entry = self.cached.get(key)
         if entry is not None:
             return entry
         with self._lock:
@@ -124,15 +125,15 @@ class PartitionTable:
                 "SELECT value, offset FROM state WHERE key = ?", (key,)
             ).fetchone()
             entry = _ABSENT if row is None else (row[0], row[1])
-            if len(self._entries) >= self._cached_keys:
-                self._entries = dict(self._dirty)
-            self._entries.setdefault(key, entry)
-            return self._entries[key]
+            if len(self.cached) >= self._cached_keys:
+                self.cached = dict(self._dirty)
+            self.cached.setdefault(key, entry)
+            return self.cached[key]
 
     def put(self, key: bytes, entry: Entry) -> None:
         """``key``'s new state, kept in memory until :meth:`flush` writes it to the file."""
         with self._lock:
-            self._entries[key] = entry
+            self.cached[key] = entry
             self._dirty[key] = entry
 
     # -- the control thread's side --------------------------------------------------------
@@ -154,7 +155,7 @@ class PartitionTable:
         with self._lock:
             self._db.execute("DELETE FROM state")
             self._db.execute("DELETE FROM meta")
-            self._entries.clear()
+            self.cached.clear()
             self._dirty.clear()
         self.why_full = why
 

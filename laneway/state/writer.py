@@ -7,11 +7,19 @@ acknowledged by the changelog (or, with ``exactly_once=True``, committed in the 
 transaction as its offset and its results): :class:`ChangelogResults` wraps the consumer's
 :class:`~laneway.producing.result_writers.ResultWriter` and adds two things.
 
+* **One record per key per round** (coalescing). The changelog keeps only each key's
+  latest state, so the state changes of one key handed over together (one control-loop
+  turn's worth, a few hundred to a few thousand messages under load) are written as one
+  record, the last one's, which reflects all of them: the messages behind it are finished
+  when it is acknowledged. A hot key costs one write per turn instead of one per
+  message; a key that fails to be written fails the messages of that turn behind it.
 * **Results first** (at-least-once). A message that changed state *and* returned results
   has its results written first and its state change only once they are acknowledged: a
   replayed message whose state change is in the changelog is not applied again, so its
-  results must already be durable then. The state record written is the key's state at
-  that moment (it reflects the message; later messages of the key may already be in it).
+  results must already be durable then. Until then its key's later state changes wait
+  behind it (they reflect its change too), so a key's records reach the changelog in
+  offset order, each reflecting only messages whose results are durable, and compaction
+  (which keeps a key's last record) keeps the newest.
 * **The files follow the changelog.** Each state file holds only what the changelog has
   (:mod:`laneway.state.table`). At-least-once: every ``checkpoint_interval`` seconds new
   groups wait (a *barrier*, about one round of writes) until nothing written is
@@ -25,28 +33,90 @@ transaction as its offset and its results): :class:`ChangelogResults` wraps the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
 
 from laneway.engines.base import ResultGroup
 from laneway.logs import get_logger
 from laneway.producing.result_writers import ResultWriter
-from laneway.results import Produce, Records
-from laneway.state.records import Entry, change_of, changelog_record
+from laneway.results import Produce
+from laneway.state.records import Entry, change_of
 from laneway.state.table import PartitionTable
 from laneway.types import Failure, Message, PartitionId
 
 log = get_logger(__name__)
 
 
-class _Later:
-    """A result group whose state records wait for its other records' acknowledgement."""
+Slot = tuple[int, bytes]
+"""A key's place in the changelog: its partition and key."""
 
-    __slots__ = ("left", "messages", "records")
 
-    def __init__(self, messages: list[Message], records: list[Produce]) -> None:
+class _Unit:
+    """The state records of one result group, on their way to the changelog: ``extras``
+    are the group's other records when they go with them (exactly-once); ``ready`` once
+    the group's results are acknowledged (at-least-once) or at once."""
+
+    __slots__ = ("extras", "messages", "ready", "records", "slots")
+
+    def __init__(
+        self, messages: list[Message], records: list[Produce], extras: list[Produce], ready: bool
+    ) -> None:
         self.messages = messages
         self.records = records
-        self.left = len(messages)
+        self.extras = extras
+        self.ready = ready
+        self.slots: list[Slot] = list(dict.fromkeys((r[4], r[2]) for r in records))  # type: ignore[misc]
+
+
+class _Later:
+    """A unit waiting for the acknowledgement of its group's other records."""
+
+    __slots__ = ("left", "unit")
+
+    def __init__(self, unit: _Unit) -> None:
+        self.unit = unit
+        self.left = len(unit.messages)
+
+
+class _Round:
+    """The groups one call hands the inner writer, a key's state records merged: a unit of
+    one key joins the key's open group; a unit of several keys (a batch's) opens a group of
+    its own after them."""
+
+    __slots__ = ("groups", "open")
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[list[Message], list[Produce], list[Produce]]] = []
+        self.open: dict[Slot, tuple[list[Message], list[Produce], list[Produce]]] = {}
+
+    def add_one(self, messages: list[Message], record: Produce) -> None:
+        """:meth:`add` for a ready unit of one record (the common case, without the unit)."""
+        slot: Slot = (record[4], record[2])  # type: ignore[assignment]
+        group = self.open.get(slot)
+        if group is None:
+            group = self.open[slot] = ([*messages], [], [record])
+            self.groups.append(group)
+        else:
+            group[0].extend(messages)
+            group[2][0] = record
+
+    def add(self, unit: _Unit) -> None:
+        if not unit.messages:
+            return  # given up (see ChangelogResults._taint)
+        if len(unit.slots) == 1:
+            group = self.open.get(unit.slots[0])
+            if group is not None:
+                group[0].extend(unit.messages)
+                group[1].extend(unit.extras)
+                group[2][:] = unit.records
+                return
+            group = (list(unit.messages), list(unit.extras), list(unit.records))
+            self.open[unit.slots[0]] = group
+        else:
+            group = (unit.messages, unit.extras, unit.records)
+            for slot in unit.slots:
+                self.open.pop(slot, None)
+        self.groups.append(group)
 
 
 class ChangelogResults:
@@ -81,8 +151,10 @@ class ChangelogResults:
         self._written: dict[int, dict[bytes, Entry]] = {}
         """Per changelog partition, the latest state change written since the last
         checkpoint, by key."""
+        self._queues: dict[Slot, deque[_Unit]] = {}
+        """Keys whose state records wait behind a unit not ready yet, in offset order."""
         self._later: dict[int, _Later] = {}
-        """Groups whose state records wait, by ``id`` of each of their messages."""
+        """Units waiting for their results, by ``id`` of each of their messages."""
         self._held: list[ResultGroup] = []
         """Groups waiting for the barrier to end."""
         self._barrier = False
@@ -97,10 +169,10 @@ class ChangelogResults:
         if self._barrier:
             self._held += groups
             return
-        changelog = self._changelog
-        written = self._written
-        tables, topic = self._tables, self._topic
+        changelog, transactional = self._changelog, self._transactional
+        tables, topic, queues = self._tables, self._topic, self._queues
         direct: list[ResultGroup] = []
+        merged = _Round()
         for messages, records in groups:
             last = records[-1]
             if last[0] != changelog:
@@ -109,45 +181,88 @@ class ChangelogResults:
             if (topic, messages[0][1]) not in tables:
                 # Work of a partition given up while it ran (fenced: never committed). Its
                 # state change must not reach the changelog after the new owner's.
-                records = [r for r in records if r[0] != changelog]
-                direct.append((messages, records))
+                direct.append((messages, [r for r in records if r[0] != changelog]))
                 continue
-            if len(records) == 1 or self._transactional:
-                self._note(written, records)
-                direct.append((messages, records))
+            if len(records) == 1 and not queues:  # the common case: one key's change
+                merged.add_one(messages, last)
                 continue
+            state = [r for r in records if r[0] == changelog]
             others = [r for r in records if r[0] != changelog]
-            if not others:  # a batch's state changes alone
-                self._note(written, records)
-                direct.append((messages, records))
-                continue
-            later = _Later(messages, [r for r in records if r[0] == changelog])
-            for message in messages:
-                self._later[id(message)] = later
-            direct.append((messages, others))
-        self._inner.write(direct)
+            if others and not transactional:
+                unit = _Unit(messages, state, [], False)
+                later = _Later(unit)
+                for message in messages:
+                    self._later[id(message)] = later
+                direct.append((messages, others))
+            else:
+                unit = _Unit(messages, state, others, True)
+            self._enqueue(unit, merged)
+        self._inner.write(direct + self._merged(merged))
 
-    def _note(self, written: dict[int, dict[bytes, Entry]], records: Records) -> None:
-        changelog = self._changelog
+    def _enqueue(self, unit: _Unit, merged: _Round) -> None:
+        """Write ``unit`` with this round, or queue it behind its keys' waiting units."""
+        queues = self._queues
+        if unit.ready and not any(slot in queues for slot in unit.slots):
+            merged.add(unit)
+            return
+        for slot in unit.slots:
+            queue = queues.get(slot)
+            if queue is None:
+                queue = queues[slot] = deque()
+            queue.append(unit)
+
+    def _release(self, slots: Iterable[Slot], merged: _Round) -> None:
+        """Move the ready units at the head of these keys' queues into ``merged``."""
+        queues = self._queues
+        work = list(slots)
+        while work:
+            slot = work.pop()
+            queue = queues.get(slot)
+            while queue and queue[0].ready:
+                unit = queue[0]
+                if any(queues[other][0] is not unit for other in unit.slots):
+                    break  # a batch's unit also waits in another key's queue
+                for other in unit.slots:
+                    behind = queues[other]
+                    behind.popleft()
+                    if not behind:
+                        del queues[other]
+                    elif other != slot:
+                        work.append(other)
+                merged.add(unit)
+                queue = queues.get(slot)
+
+    def _merged(self, merged: _Round) -> list[ResultGroup]:
+        """The round's groups for the inner writer, state records of partitions no longer
+        owned dropped (see :meth:`write`), the rest noted for the next checkpoint."""
+        groups: list[ResultGroup] = []
+        owned, topic, written = self._tables, self._topic, self._written
+        for messages, extras, state in merged.groups:
+            kept = [r for r in state if (topic, r[4]) in owned]
+            self._note(written, kept)
+            if messages:
+                groups.append((messages, extras + kept))
+        return groups
+
+    def _note(self, written: dict[int, dict[bytes, Entry]], records: list[Produce]) -> None:
         for record in records:
-            if record[0] == changelog:
-                partition, key, value, offset = change_of(record)
-                changes = written.get(partition)
-                if changes is None:
-                    changes = written[partition] = {}
-                changes[key] = (value, offset)
+            partition, key, value, offset = change_of(record)
+            changes = written.get(partition)
+            if changes is None:
+                changes = written[partition] = {}
+            changes[key] = (value, offset)
 
     def poll(self) -> tuple[list[Message], list[Failure]]:
         settled, failed = self._inner.poll()
-        if self._later:
-            settled = self._second_phase(settled)
         if failed:
             self._taint(failed)
+        if self._later:
+            settled = self._second_phase(settled)
         if not self._transactional:
             now = time.monotonic()
             if not self._barrier and now >= self._next and self._written:
                 self._barrier = True
-            if self._barrier and not self._inner.pending and not self._later:
+            if self._barrier and not self._inner.pending and not self._later and not self._queues:
                 self._checkpoint(set(self._written))
                 self._barrier = False
                 self._next = now + self._interval
@@ -157,10 +272,10 @@ class ChangelogResults:
         return settled, failed
 
     def _second_phase(self, settled: list[Message]) -> list[Message]:
-        """Messages whose results are acknowledged: write their state records now (the
-        key's state at this moment); the others are settled."""
+        """Messages whose results are acknowledged: their units are ready and written with
+        those waiting behind them; the other messages are settled."""
         later, kept = self._later, []
-        due: list[ResultGroup] = []
+        ready: list[Slot] = []
         for message in settled:
             waiting = later.pop(id(message), None)
             if waiting is None:
@@ -168,32 +283,25 @@ class ChangelogResults:
                 continue
             waiting.left -= 1
             if not waiting.left:
-                records = [self._current(record) for record in waiting.records]
-                self._note(self._written, records)
-                due.append((waiting.messages, records))
-        if due:
-            self._inner.write(due)
+                waiting.unit.ready = True
+                ready += waiting.unit.slots
+        if ready:
+            merged = _Round()
+            self._release(ready, merged)
+            self._inner.write(self._merged(merged))
         return kept
 
-    def _current(self, record: Produce) -> Produce:
-        """``record`` with its key's state as it is now (a later message of the key may have
-        changed it since)."""
-        change = change_of(record)
-        table = self._tables.get((self._topic, change.partition))
-        if table is None:
-            return record
-        value, offset = table.get(change.key)
-        if offset <= change.offset:
-            return record
-        return changelog_record(record[0], change.partition, change.key, value, offset)
-
     def _taint(self, failed: list[Failure]) -> None:
+        dropped: list[Slot] = []
         for failure in failed:
             message = failure.message
             later = self._later.pop(id(message), None)
-            if later is not None:  # its results failed: its state record is not written
-                for other in later.messages:
+            if later is not None:  # its results failed: its state records are not written
+                for other in later.unit.messages:
                     self._later.pop(id(other), None)
+                unit = later.unit
+                unit.messages, unit.records, unit.ready = [], [], True
+                dropped += unit.slots
             if message.partition not in self.tainted:
                 self.tainted.add(message.partition)
                 log.warning(
@@ -202,6 +310,10 @@ class ChangelogResults:
                     self._topic,
                     message.partition,
                 )
+        if dropped:
+            merged = _Round()
+            self._release(dropped, merged)
+            self._inner.write(self._merged(merged))
 
     def committed(self) -> None:
         """The transaction just committed (exactly-once): everything written is in the

@@ -28,7 +28,10 @@ from laneway.metrics import Metric
 from laneway.service.health_server import HealthServer
 from laneway.state.changelog import Changed, EmbeddedChangelog
 
-KEYS = 40
+KEYS = 1_000
+"""More keys than any test writes messages: every message changes a key of its own, so the
+changelog holds one record per message (the writer merges only a key's changes) and its
+length is known."""
 PIECE = 50
 """Records the held restore reads before it is held."""
 
