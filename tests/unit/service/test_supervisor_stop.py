@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 SUPERVISE = textwrap.dedent(
@@ -22,7 +21,7 @@ SUPERVISE = textwrap.dedent(
     sys.exit(Supervisor(member, 2).run())
     """
 )
-STARTING = "import time; time.sleep(30)"  # no handler: SIGTERM kills it (-15)
+STARTING = "import time; print('started', flush=True); time.sleep(30)"  # SIGTERM kills it (-15)
 FAILING = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(1)); "
 FAILING += "print('ready', flush=True); time.sleep(30)"
 ABANDONING = FAILING.replace("sys.exit(1)", "sys.exit(7)")  # exits.ABANDONED
@@ -38,10 +37,19 @@ def _stop_after_start(tmp_path: Path, member: str) -> tuple[int, str]:
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    time.sleep(1.5)  # both members started (and the failing ones set their handler)
+    # Both members started (the supervisor set its handlers first, the failing members
+    # theirs before they say "ready"): seen in their output, not assumed after a sleep,
+    # which a loaded machine outlasts.
+    assert process.stdout is not None
+    seen: list[str] = []
+    while sum(line.strip() in ("started", "ready") for line in seen) < 2:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=30)
-    return process.returncode, output
+    return process.returncode, "".join(seen) + output
 
 
 def test_members_killed_by_the_stop_signal_while_starting_stop_cleanly(tmp_path: Path) -> None:
