@@ -68,6 +68,8 @@ class PartitionTable:
         self.cached: dict[bytes, Entry] = {}
         """The keys in memory (read it first: :meth:`get` when a key is not there)."""
         self._dirty: dict[bytes, Entry] = {}
+        self.evictions = 0
+        """How many times the clean keys were dropped from memory (``cached_keys``)."""
         self._lock_file: int | None = None
         self.why_full: str | None = None
         """Why the file cannot be used as it is (a full restore follows), ``None`` if it can."""
@@ -125,8 +127,12 @@ class PartitionTable:
                 "SELECT value, offset FROM state WHERE key = ?", (key,)
             ).fetchone()
             entry = _ABSENT if row is None else (row[0], row[1])
-            if len(self.cached) >= self._cached_keys:
+            if len(self.cached) >= self._cached_keys + len(self._dirty):
+                # Only clean keys are dropped (the dirty ones are not in the file yet), and
+                # only once cached_keys more were read: with more dirty keys than
+                # cached_keys, dropping at cached_keys would copy them on every read.
                 self.cached = dict(self._dirty)
+                self.evictions += 1
             self.cached.setdefault(key, entry)
             return self.cached[key]
 
