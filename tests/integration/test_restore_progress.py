@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import state_handlers
@@ -27,6 +27,7 @@ import laneway
 from laneway.metrics import Metric
 from laneway.service.health_server import HealthServer
 from laneway.state.changelog import Changed, EmbeddedChangelog
+from laneway.status.member import MemberStatus
 
 KEYS = 1_000
 """More keys than any test writes messages: every message changes a key of its own, so the
@@ -74,6 +75,11 @@ def readyz(port: int) -> tuple[int, dict[str, Any]]:
         return answer.status, json.loads(answer.read())
 
 
+def status_json(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=5) as answer:
+        return cast(dict[str, Any], json.loads(answer.read()))
+
+
 def consumer(topic: LogTopic, store: laneway.StateStore, **options: Any) -> laneway.Consumer:
     return laneway.Consumer(
         topic.source("counters"),
@@ -112,7 +118,7 @@ def test_a_restore_shows_its_progress_until_it_is_done(
     again = consumer(
         topic, laneway.StateStore(tmp_path / "b", changelog=changelog), metrics=metrics
     )
-    probes = HealthServer(again.health, 0)
+    probes = HealthServer(again.health, 0, status=MemberStatus(again, source="test"))
     probes.start()
     outcome: list[Any] = []
     runner = threading.Thread(target=lambda: outcome.append(run_bounded(again, len(second), 90.0)))
@@ -142,6 +148,13 @@ def test_a_restore_shows_its_progress_until_it_is_done(
             True,
         )
         assert shown["seconds"] > 0
+        [listed] = status_json(probes.port)["lists"]["restoring"]["entries"]
+        assert (listed["topic"], listed["partition"], listed["records"]) == (
+            topic.name,
+            slow,
+            PIECE,
+        )
+        assert (listed["total"], listed["full"]) == (restore.total, True)
 
         remaining = (Metric.STATE_RESTORE_REMAINING, (topic.name, str(slow)))
         wait_for("the restore's gauges", lambda: metrics.gauges.get(remaining) == restore.remaining)
@@ -154,6 +167,7 @@ def test_a_restore_shows_its_progress_until_it_is_done(
     assert stats.processed == len(second)
     assert stats.restoring == () and again.stats().restoring == ()
     assert again.health().as_json()["restoring"] == []
+    assert MemberStatus(again).document()["lists"]["restoring"]["entries"] == []
     assert metrics.gauges[(Metric.STATE_RESTORING, ())] == 0
     assert metrics.gauges[remaining] == 0
 
