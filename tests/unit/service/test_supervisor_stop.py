@@ -42,7 +42,8 @@ def _stop_after_start(tmp_path: Path, member: str) -> tuple[int, str]:
     # which a loaded machine outlasts.
     assert process.stdout is not None
     seen: list[str] = []
-    while sum(line.strip() in ("started", "ready") for line in seen) < 2:
+    while sum(text.count("started") + text.count("ready") for text in seen) < 2:
+        # Counted in the text, not by line: the two members' lines may interleave.
         line = process.stdout.readline()
         if not line:
             break
