@@ -115,7 +115,10 @@ class Detacher:
         self._asked: dict[int, tuple[int, int]] = {}
         """Per slot index, the row it was last asked about (never asked twice)."""
         self._deaths: Counter[tuple[str, int, int]] = Counter()
-        self._timeouts: Counter[tuple[str, int, int]] = Counter()
+        self.timeouts: Counter[tuple[str, int, int]] = Counter()
+        """Each message's attempts killed for running past ``handler_timeout``, whether
+        its worker was detached or not (see :meth:`Slot.bury
+        <laneway.engines.process.slot.Slot.bury>`)."""
         self.detached: list[Detached] = []
         self.count = 0
         """Workers detached so far (they count as worker restarts)."""
@@ -175,8 +178,10 @@ class Detacher:
         lane_of = self._lane_of
         held = set() if lane_of is None else {lane_of(head.messages[i]) for i in rows}
         slot.held |= held
+        killed = slot.killed_at is not None  # its timeout kill crossed the revocation
         progress = slot.take_out()
         detached = Detached(slot, worker, progress, head, rows, (first, last), held, since)
+        detached.killed = killed
         self.detached.append(detached)
         self.count += 1
         log.warning(
@@ -222,7 +227,7 @@ class Detacher:
         on for good (``killed``: by the handler timeout)."""
         self._release(detached)
         messages, detached.rows = detached.messages(), []
-        counter = self._timeouts if killed else self._deaths
+        counter = self.timeouts if killed else self._deaths
         again: list[Message] = []
         failed: list[Failure] = []
         for message in messages:

@@ -24,7 +24,7 @@ import contextlib
 import pickle
 import signal
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, MutableSequence, Sequence
 from multiprocessing.context import SpawnContext
 
@@ -34,6 +34,9 @@ from laneway.engines.process.reply import BatchResult, FailureRecord, ResultReco
 from laneway.engines.process.worker import PARENTS_SIGNALS, REVOKE, worker_main
 from laneway.retry import RetryPolicy, timed_out
 from laneway.types import Failure, Message
+
+Position = tuple[str, int, int]
+"""A message's topic, partition and offset."""
 
 MAX_DEATHS = 3
 """Worker deaths while one message (or batch) runs before it is reported failed."""
@@ -55,7 +58,7 @@ class Batch:
     messages already given up on (they travel as ``None``).
     """
 
-    __slots__ = ("deaths", "gave_up", "id", "messages", "ship", "strikes", "timeouts")
+    __slots__ = ("deaths", "gave_up", "id", "messages", "ship", "strikes")
 
     def __init__(self, batch_id: int, messages: list[Message], ship: Ship | None = None) -> None:
         self.id = batch_id
@@ -66,7 +69,6 @@ class Batch:
         self.gave_up: set[int] = set()  # indices already reported failed
         self.strikes: dict[int, int] = {}  # index -> worker deaths while it ran
         self.deaths = 0  # worker deaths while an unknown message of the batch ran
-        self.timeouts: dict[int, int] = {}  # index -> attempts killed for taking too long
 
     def rows(self) -> list[tuple[object, ...] | None]:
         rows: list[tuple[object, ...] | None]
@@ -286,6 +288,7 @@ class Slot:
         progress = self.progress
         self.progress = _progress_array(self._ctx)
         self.worker = None
+        self.killed_at = None  # a kill in flight is the detached worker's now
         self._seen = None
         self.dead_streak = 0
         self.restart_at = time.monotonic()
@@ -300,13 +303,17 @@ class Slot:
             self.killed_at = (self.progress[BATCH_ID], self.progress[INDEX])
             self.worker.process.kill()
 
-    def bury(self, dead: WorkerProcess, policy: RetryPolicy) -> list[Failure]:
+    def bury(
+        self, dead: WorkerProcess, policy: RetryPolicy, timeouts: Counter[Position]
+    ) -> list[Failure]:
         """Account for a dead (reaped) worker and schedule its replacement; return the
-        messages given up on because of it."""
+        messages given up on because of it. ``timeouts``: each message's attempts killed
+        for taking too long, shared with the detached workers' (a message's attempts may
+        end either way, and it is re-batched in between)."""
         self.worker = None
         failed: list[Failure] = []
         if self.killed_at is not None:
-            failed = self._expire(self.killed_at, policy)
+            failed = self._expire(self.killed_at, policy, timeouts)
         else:
             self.dead_streak += 1
             if self.outstanding and dead.ready:
@@ -336,13 +343,18 @@ class Slot:
         text = f"the worker process died {MAX_DEATHS} times while running {what}"
         return head.give_up(doomed, WORKER_DIED, text, MAX_DEATHS)
 
-    def _expire(self, killed_at: tuple[int, int], policy: RetryPolicy) -> list[Failure]:
+    def _expire(
+        self, killed_at: tuple[int, int], policy: RetryPolicy, timeouts: Counter[Position]
+    ) -> list[Failure]:
         """Count a timed-out attempt; give the message up after its last allowed attempt."""
         batch_id, index = killed_at
         if not self.outstanding or self.outstanding[0].id != batch_id or index < 0:
             return []  # it finished just before the kill
         head = self.outstanding[0]
-        count = head.timeouts[index] = head.timeouts.get(index, 0) + 1
+        message = head.messages[index]
+        position = (message.topic, message.partition, message.offset)
+        timeouts[position] += 1
+        count = timeouts[position]
         if count <= policy.max_retries:
             return []
         assert policy.timeout is not None
