@@ -140,7 +140,9 @@ def stateful(
 
         return with_lifecycle(call_async, handler)
 
-    def call(message: Any) -> Any:  # before() and after() inline: the sync path's cost
+    # before() and after() written out inline: measured 0.16-0.27 us less per message than
+    # calling them (2.45 against 2.61 us, 200,000 counting calls, best of 7 in one run).
+    def call(message: Any) -> Any:
         key = message[3]
         if key is None:
             key = KEYLESS

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import state_handlers
@@ -70,14 +70,9 @@ def wait_for(what: str, check: Callable[[], bool], limit: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def readyz(port: int) -> tuple[int, dict[str, Any]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+def get_json(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
         return answer.status, json.loads(answer.read())
-
-
-def status_json(port: int) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status.json", timeout=5) as answer:
-        return cast(dict[str, Any], json.loads(answer.read()))
 
 
 def consumer(topic: LogTopic, store: laneway.StateStore, **options: Any) -> laneway.Consumer:
@@ -138,7 +133,7 @@ def test_a_restore_shows_its_progress_until_it_is_done(
         others = sum(1 for partition, _ in placed if partition != slow)
         wait_for(f"{others} others processed", lambda: again.stats().processed == others)
 
-        status, body = readyz(probes.port)
+        status, body = get_json(probes.port, "/readyz")
         assert status == 200 and body["ready"] is True
         [shown] = body["restoring"]
         assert shown["topic"] == topic.name and shown["partition"] == slow
@@ -148,7 +143,7 @@ def test_a_restore_shows_its_progress_until_it_is_done(
             True,
         )
         assert shown["seconds"] > 0
-        [listed] = status_json(probes.port)["lists"]["restoring"]["entries"]
+        [listed] = get_json(probes.port, "/status.json")[1]["lists"]["restoring"]["entries"]
         assert (listed["topic"], listed["partition"], listed["records"]) == (
             topic.name,
             slow,
