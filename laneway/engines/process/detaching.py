@@ -41,6 +41,7 @@ from laneway.engines.process.slot import (
     WORKER_DIED,
     Batch,
     Harvest,
+    Position,
     Slot,
     WorkerProcess,
 )
@@ -114,8 +115,8 @@ class Detacher:
         self._policy = policy
         self._asked: dict[int, tuple[int, int]] = {}
         """Per slot index, the row it was last asked about (never asked twice)."""
-        self._deaths: Counter[tuple[str, int, int]] = Counter()
-        self.timeouts: Counter[tuple[str, int, int]] = Counter()
+        self._deaths: Counter[Position] = Counter()
+        self.timeouts: Counter[Position] = Counter()
         """Each message's attempts killed for running past ``handler_timeout``, whether
         its worker was detached or not (see :meth:`Slot.bury
         <laneway.engines.process.slot.Slot.bury>`)."""
