@@ -5,7 +5,9 @@ every hung call (a file appears) — to the consumer it is a call that never ret
 number is milliseconds of blocking work (``time.sleep`` / ``asyncio.sleep``). Every call
 that returns is recorded with :mod:`recording` (so process-engine workers are observed
 like threads), under the consumer's own subfolder when the test runs two (``handle_a`` /
-``handle_b``). The hung calls are recorded as they start, in ``hung.<pid>.txt``, so a test
+``handle_b``). A call keeps the record folder it started in: a hung call of an earlier test
+still running in the same process waits for, and records into, its own test's folder, never
+the current one's. The hung calls are recorded as they start, in ``hung.<pid>.txt``, so a test
 can wait until they are under way.
 """
 
@@ -30,12 +32,12 @@ def _folder() -> Path:
     return Path(os.environ[recording.RECORD_DIR])
 
 
-def _released() -> bool:
-    return (_folder() / RELEASE).exists()
+def _released(folder: Path) -> bool:
+    return (folder / RELEASE).exists()
 
 
-def _note_hung(message: Message) -> None:
-    with open(_folder() / f"hung.{os.getpid()}.txt", "a") as out:
+def _note_hung(message: Message, folder: Path) -> None:
+    with open(folder / f"hung.{os.getpid()}.txt", "a") as out:
         out.write(f"{message.partition} {message.offset}\n")
 
 
@@ -44,25 +46,25 @@ SECOND = "b"
 
 
 def _run(message: Message, under: str = "") -> None:
-    start = time.monotonic()
+    start, folder = time.monotonic(), _folder()
     if message.value == HANG:
-        _note_hung(message)
-        while not _released():
+        _note_hung(message, folder)
+        while not _released(folder):
             time.sleep(POLL_S)
     elif message.value:
         time.sleep(float(message.value) / 1000.0)
-    recording._write(message, start, under)
+    recording._write(message, start, under, folder)
 
 
 async def _run_async(message: Message, under: str = "") -> None:
-    start = time.monotonic()
+    start, folder = time.monotonic(), _folder()
     if message.value == HANG:
-        _note_hung(message)
-        while not _released():
+        _note_hung(message, folder)
+        while not _released(folder):
             await asyncio.sleep(POLL_S)
     elif message.value:
         await asyncio.sleep(float(message.value) / 1000.0)
-    recording._write(message, start, under)
+    recording._write(message, start, under, folder)
 
 
 def handle(message: Message) -> None:

@@ -36,12 +36,14 @@ class Call:
     end: float
 
 
-def _write(message: Message, start: float, under: str = "") -> None:
-    """Record a call (``under``: a subfolder of the record folder, for a second consumer)."""
+def _write(message: Message, start: float, under: str = "", folder: Path | None = None) -> None:
+    """Record a call (``under``: a subfolder of the record folder, for a second consumer;
+    ``folder``: the record folder the call started in, default the current one)."""
     end = time.monotonic()
     key = "-" if message.key is None else message.key.hex()
     line = f"{message.partition} {key} {message.offset} {os.getpid()} {start!r} {end!r}\n"
-    where = (str(Path(os.environ[RECORD_DIR]) / under), os.getpid())
+    base = Path(os.environ[RECORD_DIR]) if folder is None else folder
+    where = (str(base / under), os.getpid())
     with _lock:
         out = _files.get(where)
         if out is None:
@@ -57,19 +59,19 @@ def _work_seconds(message: Message) -> float:
 
 
 def handle(message: Message) -> None:
-    start = time.monotonic()
+    start, folder = time.monotonic(), Path(os.environ[RECORD_DIR])
     seconds = _work_seconds(message)
     if seconds:
         time.sleep(seconds)
-    _write(message, start)
+    _write(message, start, folder=folder)
 
 
 async def handle_async(message: Message) -> None:
-    start = time.monotonic()
+    start, folder = time.monotonic(), Path(os.environ[RECORD_DIR])
     seconds = _work_seconds(message)
     if seconds:
         await asyncio.sleep(seconds)
-    _write(message, start)
+    _write(message, start, folder=folder)
 
 
 def read_calls(directory: Path) -> list[Call]:
