@@ -13,6 +13,11 @@ Group sessions may be short: the broker's floors for KIP-848 groups are lowered
 so that a test can give its group a 6 s session (`consumer.session.timeout.ms`, a group
 config); Kafka's defaults (45 s, 5 s) apply otherwise.
 
+A broker gives up on a controller that does not answer after 5 s
+(`controller.socket.timeout.ms`, Kafka's default 30 s): with a frozen active controller, the
+brokers' requests for producer-id blocks wait that long before they go to the new one, and
+new idempotent producers wait with them (docs/concepts/rebalances.md).
+
 Heap: KAFKA_HEAP_OPTS, else `-Xms256m -Xmx512m` per node (three JVMs share a small machine).
 
 This module is loaded by scripts/kafka, which hands it its own module (the helpers for one
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -152,6 +158,7 @@ class Cluster:
             "group.consumer.min.session.timeout.ms": "6000",
             "group.consumer.min.heartbeat.interval.ms": "500",
             "group.initial.rebalance.delay.ms": "0",
+            "controller.socket.timeout.ms": "5000",
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -318,6 +325,25 @@ class Cluster:
         base.say(f"broker {node.id} restarted as pid {child.pid} at {node.address} in {took:.1f}s")
         return node.address
 
+    def controller(self) -> int:
+        """The node id of the active controller (the quorum's leader), as Kafka's
+        kafka-metadata-quorum tool reports it from the running nodes' controller listeners."""
+        voters = ",".join(
+            f"127.0.0.1:{n.controller_port}" for n in self.nodes() if self.state(n) == "running"
+        )
+        command = self.base.java_command(
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            "--bootstrap-controller", voters, "describe", "--status",
+        )  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        found = re.search(r"^LeaderId:\s+(\d+)$", done.stdout, re.MULTILINE)
+        if done.returncode != 0 or found is None:
+            raise self.base.ScriptError(
+                f"kafka-metadata-quorum named no leader (exit {done.returncode}):\n"
+                + (done.stdout + done.stderr)[-3000:]
+            )
+        return int(found.group(1))
+
     def status(self) -> str | None:
         if not self.nodes() or not self.answering():
             return None
@@ -325,8 +351,8 @@ class Cluster:
 
 
 def main(base: ModuleType, command: str, arguments: list[str]) -> int:
-    """Run a cluster ``command`` (start, stop, status, env, brokers, kill, freeze, thaw,
-    restart) with its ``arguments``; return the exit code."""
+    """Run a cluster ``command`` (start, stop, status, env, brokers, controller, kill, freeze,
+    thaw, restart) with its ``arguments``; return the exit code."""
     cluster = Cluster(base)
     if command == "start":
         print(cluster.start(int(arguments[0])), flush=True)
@@ -340,6 +366,8 @@ def main(base: ModuleType, command: str, arguments: list[str]) -> int:
         print(address if command == "status" else f"export LANEWAY_CLUSTER={address}")
     elif command == "brokers":
         print(json.dumps(cluster.describe()), flush=True)
+    elif command == "controller":
+        print(cluster.controller(), flush=True)
     elif command in ("kill", "freeze", "thaw", "restart"):
         print(getattr(cluster, command)(arguments[0]), flush=True)
     else:

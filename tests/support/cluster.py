@@ -43,7 +43,9 @@ class KafkaCluster:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        # A request to a frozen broker is given up after 10 s (librdkafka's default is 60 s)
+        # so that a wait asks one of the two others before WAIT_S runs out.
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
     # ------------------------------------------------------------------ one broker
 
@@ -68,6 +70,11 @@ class KafkaCluster:
         """Start broker ``broker`` again (stopping it first if it runs); returns once it
         answers with the cluster listed."""
         self._script("restart", broker)
+
+    def controller(self) -> int:
+        """The id of the active controller (the KRaft quorum's leader)."""
+        done = run_kafka_script("controller", timeout_s=90.0, arguments=["--brokers", "3"])
+        return int(done.stdout.strip())
 
     def states(self) -> dict[int, str]:
         """Each broker's ``running``, ``frozen`` or ``down``."""
