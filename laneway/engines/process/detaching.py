@@ -246,6 +246,18 @@ class Detacher:
                 again.append(message)
         return again, failed
 
+    def settle(self, harvest: Harvest) -> None:
+        """Forget the attempts counted for messages ``harvest`` reports finished or given
+        up on: the counters hold only messages still to be run again."""
+        if not self.timeouts and not self._deaths:
+            return
+        settled = [*harvest.finished, *(failure.message for failure in harvest.failed)]
+        settled.extend(message for group, _ in harvest.results for message in group)
+        for message in settled:
+            position = (message.topic, message.partition, message.offset)
+            self.timeouts.pop(position, None)
+            self._deaths.pop(position, None)
+
     def kill_overdue(self, now_ns: int, timeout: float) -> None:
         """Kill each detached worker whose attempt has run longer than ``timeout``."""
         for detached in self.detached:

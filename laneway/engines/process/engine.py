@@ -373,6 +373,7 @@ class ProcessEngine:
         self._completions.report(
             harvest.finished, harvest.failed, harvest.durations, harvest.retries, harvest.results
         )
+        self._detacher.settle(harvest)
         with self._lock:
             self._in_flight -= count
             if self._in_flight == 0:
