@@ -29,7 +29,7 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 COUNTERS = (Metric.MESSAGES_PROCESSED, Metric.MESSAGES_FAILED, Metric.DEAD_LETTERS)
-GAUGES = (Metric.IN_FLIGHT, Metric.BUFFERED, Metric.PAUSED_PARTITIONS)
+GAUGES = (Metric.IN_FLIGHT, Metric.BUFFERED, Metric.PAUSED_PARTITIONS, Metric.STATE_RESTORING)
 _HOT_ID = Metric.HOT_KEY_ID.value
 _HOT_MESSAGES = Metric.HOT_KEY_MESSAGES.value
 
@@ -71,6 +71,9 @@ class MemberFigures:
     """Per partition, the messages waiting for a stalled call (summed over members)."""
     hot_keys: tuple[tuple[int, float], ...] = ()
     """The hottest keys of every member, ``(key id, messages)``, most messages first."""
+    restore_left: Mapping[PartitionId, float] = field(default_factory=dict)
+    """Per partition whose state is being restored, the changelog records left to read
+    (summed over members; partitions with none left are not listed)."""
 
 
 def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -95,6 +98,7 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
     totals: dict[Metric, float] = {}
     oldest: dict[PartitionId, float] = {}
     waiting: dict[PartitionId, float] = {}
+    restore_left: dict[PartitionId, float] = {}
     hot: dict[int, float] = {}
     failures: dict[str, str] = {}
     answered = 0
@@ -121,8 +125,10 @@ def scrape(urls: Iterable[str], timeout: float = SCRAPE_TIMEOUT) -> MemberFigure
                 oldest[pid] = max(oldest.get(pid, 0.0), value)
             elif name == Metric.STALLED_WAITING.value:
                 waiting[pid] = waiting.get(pid, 0.0) + value
+            elif name == Metric.STATE_RESTORE_REMAINING.value and value > 0:
+                restore_left[pid] = restore_left.get(pid, 0.0) + value
     hottest = tuple(sorted(hot.items(), key=lambda item: -item[1]))
-    return MemberFigures(answered, totals, oldest, failures, waiting, hottest)
+    return MemberFigures(answered, totals, oldest, failures, waiting, hottest, restore_left)
 
 
 def _hot_keys(samples: list[tuple[str, dict[str, str], float]], hot: dict[int, float]) -> None:

@@ -43,8 +43,10 @@ HELP = f"""{SUMMARY}
              call past stall_timeout returns (its key's; with ordering=partition, the
              partition's)
 
-With --metrics the members' hottest keys are listed by id (a hash: the same key has the
-same id everywhere; the key itself is never shown) and how many messages each holds.
+With --metrics the partitions whose state a member is restoring from its changelog (their
+messages wait meanwhile) are listed with the records left to read, and the members' hottest
+keys by id (a hash: the same key has the same id everywhere; the key itself is never
+shown) with how many messages each holds.
 
 Rates come from two samples --interval seconds apart. --once takes two samples, prints
 one snapshot as plain text and exits (for scripts). The live view needs rich (pip install

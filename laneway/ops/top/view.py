@@ -133,6 +133,12 @@ def members_line(view: View, asked: int) -> str:
         f"{int(totals.get(Metric.IN_FLIGHT, 0))}, buffered {int(totals.get(Metric.BUFFERED, 0))}"
         f", paused partitions {int(totals.get(Metric.PAUSED_PARTITIONS, 0))}"
     )
+    restoring = int(totals.get(Metric.STATE_RESTORING, 0))
+    if restoring:
+        left = sorted(figures.restore_left.items())
+        shown = ", ".join(f"{topic}[{number}] {int(count):,}" for (topic, number), count in left)
+        line += f"\nrestoring state: {restoring} partition{'s' if restoring != 1 else ''}"
+        line += f" (records left: {shown})" if shown else ""
     if figures.hot_keys:
         shown = ", ".join(f"{key:012x} {int(count)}" for key, count in figures.hot_keys[:5])
         line += f"\nhot keys (id messages): {shown}"

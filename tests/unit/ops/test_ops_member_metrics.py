@@ -99,3 +99,32 @@ def test_hot_keys_come_by_rank_as_ids_and_the_members_are_merged() -> None:
     )
     text = " ".join(str(part) for part in figures.hot_keys)
     assert "acct" not in text
+
+
+def test_restoring_partitions_show_with_the_records_left() -> None:
+    """A member restoring a partition's state says so in its gauges; laneway top sums the
+    members and lists each restoring partition with the changelog records left."""
+    from laneway.offsets.backlog import GroupBacklog
+    from laneway.ops.cluster import Snapshot
+    from laneway.ops.top.view import Drain, View, members_line
+
+    urls = []
+    for left in ((("orders", "1"), 41_250), (("orders", "3"), 7)):
+        member = PrometheusMetrics()
+        member.gauge(Metric.STATE_RESTORING, 1)
+        member.gauge(Metric.STATE_RESTORE_REMAINING, left[1], left[0])
+        member.gauge(Metric.STATE_RESTORE_REMAINING, 0, ("orders", "0"))  # restored
+        urls.append(f"http://127.0.0.1:{member.serve(0)}/metrics")
+    figures = scrape(urls, timeout=2.0)
+    assert figures.totals[Metric.STATE_RESTORING] == 2
+    assert figures.restore_left == {("orders", 1): 41_250, ("orders", 3): 7}
+    snapshot = Snapshot("billing", GroupBacklog(()), 0.0)
+    later = Snapshot("billing", GroupBacklog(()), 1.0)
+    view = View(snapshot, later, figures, figures, Drain().add(snapshot))
+    assert "restoring state: 2 partitions (records left: orders[1] 41,250, orders[3] 7)" in (
+        members_line(view, 2)
+    )
+    idle = PrometheusMetrics()
+    idle.gauge(Metric.STATE_RESTORING, 0)
+    quiet = scrape([f"http://127.0.0.1:{idle.serve(0)}/metrics"], timeout=2.0)
+    assert "restoring" not in members_line(View(snapshot, later, quiet, quiet, Drain()), 1)
