@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections import Counter
 from collections.abc import Collection, Hashable, MutableSequence
 
 from laneway.engines.attempts import INDEX, STARTED
@@ -39,9 +38,9 @@ from laneway.engines.process.slot import (
     MAX_DEATHS,
     TIMED_OUT,
     WORKER_DIED,
+    Attempts,
     Batch,
     Harvest,
-    Position,
     Slot,
     WorkerProcess,
 )
@@ -115,11 +114,9 @@ class Detacher:
         self._policy = policy
         self._asked: dict[int, tuple[int, int]] = {}
         """Per slot index, the row it was last asked about (never asked twice)."""
-        self._deaths: Counter[Position] = Counter()
-        self.timeouts: Counter[Position] = Counter()
-        """Each message's attempts killed for running past ``handler_timeout``, whether
-        its worker was detached or not (see :meth:`Slot.bury
-        <laneway.engines.process.slot.Slot.bury>`)."""
+        self.attempts = Attempts()
+        """Each message's attempts ended by a kill or a death, whether its worker was
+        detached or not (see :meth:`Slot.bury <laneway.engines.process.slot.Slot.bury>`)."""
         self.detached: list[Detached] = []
         self.count = 0
         """Workers detached so far (they count as worker restarts)."""
@@ -228,7 +225,7 @@ class Detacher:
         on for good (``killed``: by the handler timeout)."""
         self._release(detached)
         messages, detached.rows = detached.messages(), []
-        counter = self.timeouts if killed else self._deaths
+        counter = self.attempts.timeouts if killed else self.attempts.deaths
         again: list[Message] = []
         failed: list[Failure] = []
         for message in messages:
@@ -249,14 +246,11 @@ class Detacher:
     def settle(self, harvest: Harvest) -> None:
         """Forget the attempts counted for messages ``harvest`` reports finished or given
         up on: the counters hold only messages still to be run again."""
-        if not self.timeouts and not self._deaths:
-            return
-        settled = [*harvest.finished, *(failure.message for failure in harvest.failed)]
-        settled.extend(message for group, _ in harvest.results for message in group)
-        for message in settled:
-            position = (message.topic, message.partition, message.offset)
-            self.timeouts.pop(position, None)
-            self._deaths.pop(position, None)
+        attempts = self.attempts
+        if attempts.timeouts or attempts.deaths:
+            attempts.settle(harvest.finished)
+            attempts.settle(failure.message for failure in harvest.failed)
+            attempts.settle(message for group, _ in harvest.results for message in group)
 
     def kill_overdue(self, now_ns: int, timeout: float) -> None:
         """Kill each detached worker whose attempt has run longer than ``timeout``."""

@@ -395,7 +395,7 @@ class ProcessEngine:
             log.warning("worker %d (pid %d) died with exit code %s", slot.index, worker.pid, code)
         self._restarts += 1
         slot.asking = False
-        harvest.failed.extend(slot.bury(worker, self._policy, self._detacher.timeouts))
+        harvest.failed.extend(slot.bury(worker, self._policy, self._detacher.attempts))
 
     def _dispatch(self) -> None:
         """Move queued messages into batches for workers with a free pipeline place."""

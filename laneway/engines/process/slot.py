@@ -7,7 +7,9 @@ holds, and a small shared progress array the worker writes before each message. 
 :class:`WorkerProcess` in it may be replaced any number of times.
 
 Crash policy. When a worker dies, the message it was running (read from the progress
-array) gets a strike; after ``MAX_DEATHS`` strikes it is given up and reported failed
+array) gets a strike, counted per message across batches (:class:`Attempts`: a message
+handed back by a stuck worker is sent again in another batch); after ``MAX_DEATHS``
+strikes it is given up and reported failed
 with error type ``"WorkerDied"`` (if the running message is unknown, the strike goes to
 the whole batch). With a handler timeout, the parent kills a worker whose attempt runs
 too long; that counts as one failed attempt of that message, which is given up with
@@ -25,7 +27,7 @@ import pickle
 import signal
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, MutableSequence, Sequence
+from collections.abc import Callable, Hashable, Iterable, MutableSequence, Sequence
 from multiprocessing.context import SpawnContext
 
 from laneway.engines.attempts import BATCH_ID, INDEX, PROGRESS_SLOTS, STARTED
@@ -46,9 +48,32 @@ OPEN_FAILED = "open failed: "
 TIMED_OUT = "TimeoutError"
 
 _row: type[tuple[object, ...]] = tuple
+"""A message as the plain tuple a batch ships it as (Message is a named tuple)."""
 Ship = Callable[[int, list[Message]], list[tuple[object, ...]]]
 """Rows of a batch (its id, its messages) as sent to a worker."""
-"""A message as the plain tuple a batch ships it as (Message is a named tuple)."""
+
+
+class Attempts:
+    """Per message (by :data:`Position`), its attempts that ended with its worker killed
+    for running past ``handler_timeout`` (``timeouts``) and those that ended with its
+    worker dying (``deaths``). Kept by the engine, not the batch: a message a stuck worker
+    hands back is sent again in another batch, and its attempts must add up whichever
+    way, attached or detached, each one ended. :meth:`settle` forgets a message once it
+    is finished or given up on."""
+
+    __slots__ = ("deaths", "timeouts")
+
+    def __init__(self) -> None:
+        self.deaths: Counter[Position] = Counter()
+        self.timeouts: Counter[Position] = Counter()
+
+    def settle(self, messages: Iterable[Message]) -> None:
+        if not self.timeouts and not self.deaths:
+            return
+        for message in messages:
+            position = (message.topic, message.partition, message.offset)
+            self.timeouts.pop(position, None)
+            self.deaths.pop(position, None)
 
 
 class Batch:
@@ -58,7 +83,7 @@ class Batch:
     messages already given up on (they travel as ``None``).
     """
 
-    __slots__ = ("deaths", "gave_up", "id", "messages", "ship", "strikes")
+    __slots__ = ("deaths", "gave_up", "id", "messages", "ship")
 
     def __init__(self, batch_id: int, messages: list[Message], ship: Ship | None = None) -> None:
         self.id = batch_id
@@ -67,7 +92,6 @@ class Batch:
         """Makes the rows when the batch is sent (a stateful handler's: each message with its
         key's state as it is then); ``None``: plain tuples."""
         self.gave_up: set[int] = set()  # indices already reported failed
-        self.strikes: dict[int, int] = {}  # index -> worker deaths while it ran
         self.deaths = 0  # worker deaths while an unknown message of the batch ran
 
     def rows(self) -> list[tuple[object, ...] | None]:
@@ -303,21 +327,18 @@ class Slot:
             self.killed_at = (self.progress[BATCH_ID], self.progress[INDEX])
             self.worker.process.kill()
 
-    def bury(
-        self, dead: WorkerProcess, policy: RetryPolicy, timeouts: Counter[Position]
-    ) -> list[Failure]:
+    def bury(self, dead: WorkerProcess, policy: RetryPolicy, attempts: Attempts) -> list[Failure]:
         """Account for a dead (reaped) worker and schedule its replacement; return the
-        messages given up on because of it. ``timeouts``: each message's attempts killed
-        for taking too long, shared with the detached workers' (a message's attempts may
-        end either way, and it is re-batched in between)."""
+        messages given up on because of it. ``attempts``: each message's attempts ended
+        by a kill or a death, shared with the detached workers'."""
         self.worker = None
         failed: list[Failure] = []
         if self.killed_at is not None:
-            failed = self._expire(self.killed_at, policy, timeouts)
+            failed = self._expire(self.killed_at, policy, attempts.timeouts)
         else:
             self.dead_streak += 1
             if self.outstanding and dead.ready:
-                failed = self._strike()
+                failed = self._strike(attempts.deaths)
         if self.outstanding and self.outstanding[0].all_given_up():
             self.outstanding.popleft()
         self.killed_at = None
@@ -328,13 +349,15 @@ class Slot:
         self.restart_at = time.monotonic() + delay
         return failed
 
-    def _strike(self) -> list[Failure]:
+    def _strike(self, deaths: Counter[Position]) -> list[Failure]:
         """Count a death against the message (or, if unknown, the batch) that was running."""
         head = self.outstanding[0]
         running = self.progress[INDEX]
         if self.progress[BATCH_ID] == head.id and 0 <= running < len(head.messages):
-            count = head.strikes[running] = head.strikes.get(running, 0) + 1
-            doomed = [running] if count >= MAX_DEATHS else []
+            message = head.messages[running]
+            position = (message.topic, message.partition, message.offset)
+            deaths[position] += 1
+            doomed = [running] if deaths[position] >= MAX_DEATHS else []
             what = "this message"
         else:
             head.deaths += 1
