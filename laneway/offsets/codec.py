@@ -6,7 +6,8 @@ finished are stored in the commit's metadata string so that a restart or a rebal
 skips them instead of processing them again. Kafka caps that string at the broker
 setting ``offset.metadata.max.bytes`` (default 4096) and fails the whole commit with
 ``OFFSET_METADATA_TOO_LARGE`` beyond it; :func:`max_span` tells the scheduler how far
-past ``C`` it may let work finish so that any outcome still fits.
+past ``C`` it may let work finish so that any outcome still fits. The payload's bytes
+(bitset or varint runs) are made and read by :mod:`laneway.offsets.payload`.
 
 Format, version 1 (a specification; all text is ASCII, so characters equal bytes)
 =================================================================================
@@ -96,6 +97,17 @@ from laneway.offsets.claim_epochs import (
     parse_segments,
     segments_of_window,
 )
+from laneway.offsets.payload import (
+    BITSET,
+    FLAGS,
+    RUNS,
+    bitset_window,
+    encode_payload,
+    pack_varints,
+    runs_to_window,
+    unpack_runs,
+    window_runs,
+)
 
 logger = get_logger(__name__)
 
@@ -105,21 +117,12 @@ DEFAULT_MAX_METADATA_BYTES = 4096
 """Kafka's default ``offset.metadata.max.bytes``."""
 
 MAX_OFFSET = 2**63 - 1
-_BITSET = "b"
-_RUNS = "r"
-_WORST_HEADER = len(f"lw{VERSION}:{_BITSET}:{MAX_OFFSET}:{MAX_EPOCH}:")
+_WORST_HEADER = len(f"lw{VERSION}:{BITSET}:{MAX_OFFSET}:{MAX_EPOCH}:")
 """The longest header of a map whose claims are of one epoch."""
-_MAX_VARINT_BYTES = 9
 _ENVELOPE = re.compile(r"lw([0-9]+):")
 _V1 = re.compile(r"lw1:([br]):(0|[1-9][0-9]{0,18}):([A-Za-z0-9_-]+)")
 _V2 = re.compile(r"lw2:([br]):(0|[1-9][0-9]{0,18}):([-,@0-9]+):([A-Za-z0-9_-]+)")
 _READS = ("1", "2")
-_FINISHED_RUN = re.compile(rb"[^\x00]+")
-_TO_BINARY_DIGITS = b"0" + b"1" * 255
-"""Translation table: byte 0 -> ASCII ``0``, any other byte -> ASCII ``1``."""
-_FROM_BINARY_DIGITS = bytes.maketrans(b"01", b"\x00\x01")
-_FLAGS = b"\x00" + b"\x01" * 255
-"""Translation table: byte 0 -> 0, any other byte -> 1."""
 
 
 def max_span(max_bytes: int) -> int:
@@ -182,7 +185,7 @@ def encode(commit_offset: int, finished: Iterable[int]) -> str:
         else:
             runs.extend((0, 1))
         expected = offset + 1
-    return _assemble(_RUNS, commit_offset, _pack_varints(runs), None)
+    return _assemble(RUNS, commit_offset, pack_varints(runs), None)
 
 
 def encode_window(
@@ -204,14 +207,14 @@ def encode_window(
     _check_commit(commit_offset)
     if epochs is None:
         return _encode_window(commit_offset, window)
-    claimed = bytearray(bytes(window).rstrip(b"\x00").translate(_FLAGS))
+    claimed = bytearray(bytes(window).rstrip(b"\x00").translate(FLAGS))
     if not claimed:
         return ""
     segments = capped(claimed, segments_of_window(claimed, epochs))
     while True:
         if all(epoch == UNKNOWN for _, epoch in segments):
             return _encode_window(commit_offset, claimed)
-        kind, payload = _encode_payload(claimed)
+        kind, payload = encode_payload(claimed)
         text = _assemble(kind, commit_offset, payload, segments)
         if max_bytes is None or len(text) <= max_bytes or len(segments) == 1:
             return text
@@ -253,7 +256,7 @@ def decode_claims(
     if claims is None:
         return b"", None
     runs, segments = claims
-    window = _runs_to_window(runs, span_limit)
+    window = runs_to_window(runs, span_limit)
     if len(window) > span_limit:
         logger.info(
             "commit metadata for offset %d holds finished offsets beyond the span limit %d;"
@@ -283,11 +286,11 @@ def claims_of(metadata: str, commit_offset: int) -> tuple[list[int], Segments | 
     if parsed is None:
         return None
     kind, payload, epochs = parsed
-    if kind == _RUNS:
+    if kind == RUNS:
         runs = _checked_runs(metadata, commit_offset, payload)
     else:
         window = _checked_bitset(metadata, commit_offset, payload)
-        runs = None if window is None else _window_runs(window)
+        runs = None if window is None else window_runs(window)
     if runs is None:
         return None
     if epochs is None:
@@ -309,11 +312,11 @@ def encode_runs(commit_offset: int, runs: list[int], epochs: Segments | None = N
         return ""
     if epochs is not None and all(epoch == UNKNOWN for _, epoch in epochs):
         epochs = None
-    packed = _pack_varints(runs)
+    packed = pack_varints(runs)
     if len(packed) < (sum(runs) + 7) // 8:
-        return _assemble(_RUNS, commit_offset, packed, epochs)
+        return _assemble(RUNS, commit_offset, packed, epochs)
     # The bitset is no longer than the runs, so the span is at most 8 bytes per run byte.
-    kind, payload = _encode_payload(_runs_to_window(runs, sum(runs)))
+    kind, payload = encode_payload(runs_to_window(runs, sum(runs)))
     return _assemble(kind, commit_offset, payload, epochs)
 
 
@@ -367,7 +370,7 @@ def _parse(metadata: str, commit_offset: int) -> tuple[str, bytes, str | None] |
 
 def _checked_runs(metadata: str, commit_offset: int, payload: bytes) -> list[int] | None:
     """The runs of a runs payload, if valid and canonical (else ``None``, with a warning)."""
-    runs = _unpack_runs(payload)
+    runs = unpack_runs(payload)
     if runs is None:
         _corrupt(metadata, "invalid runs payload")
         return None
@@ -386,12 +389,11 @@ def _checked_bitset(metadata: str, commit_offset: int, payload: bytes) -> bytes 
     if payload[-1] == 0:
         _corrupt(metadata, "a bitset whose last byte is zero")
         return None
-    bits = format(int.from_bytes(payload, "little"), "b")[::-1]
-    window = bits.encode("ascii").translate(_FROM_BINARY_DIGITS)
+    window = bitset_window(payload)
     if len(window) > MAX_OFFSET - commit_offset:
         _corrupt(metadata, "finished offsets beyond 2**63-1")
         return None
-    if _encode_payload(window) != (_BITSET, payload):
+    if encode_payload(window) != (BITSET, payload):
         _corrupt(metadata, "a bitset payload that is not canonical (the runs would be shorter)")
         return None
     return window
@@ -407,23 +409,8 @@ def _encode_window(commit_offset: int, window: bytes | bytearray) -> str:
     window = bytes(window).rstrip(b"\x00")
     if not window:
         return ""
-    kind, payload = _encode_payload(window)
+    kind, payload = encode_payload(window)
     return _assemble(kind, commit_offset, payload, None)
-
-
-def _encode_payload(window: bytes | bytearray) -> tuple[str, bytes]:
-    """The kind and payload of a window that ends with a claim."""
-    span = len(window)
-    bitset = int(bytes(window).translate(_TO_BINARY_DIGITS)[::-1], 2).to_bytes(
-        (span + 7) // 8, "little"
-    )
-    # Every varint takes a byte or more: with as many runs as the bitset has bytes, it wins.
-    runs = _window_runs(bytes(window), len(bitset))
-    if runs is not None:
-        packed = _pack_varints(runs)
-        if len(packed) < len(bitset):
-            return _RUNS, packed
-    return _BITSET, bitset
 
 
 def _assemble(kind: str, commit_offset: int, payload: bytes, epochs: Segments | None) -> str:
@@ -431,66 +418,6 @@ def _assemble(kind: str, commit_offset: int, payload: bytes, epochs: Segments | 
     if epochs is None:
         return f"lw1:{kind}:{commit_offset}:{text}"
     return f"lw2:{kind}:{commit_offset}:{format_segments(epochs)}:{text}"
-
-
-def _pack_varints(values: list[int]) -> bytes:
-    """Unsigned LEB128 of each value, concatenated."""
-    out = bytearray()
-    for value in values:
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-    return bytes(out)
-
-
-def _window_runs(window: bytes, most: int | None = None) -> list[int] | None:
-    """The runs of a window that ends with a finished offset (``None``: ``most`` or more)."""
-    runs: list[int] = []
-    end = 0
-    for match in _FINISHED_RUN.finditer(window):
-        start, stop = match.span()
-        runs.extend((start - end, stop - start))
-        end = stop
-        if most is not None and len(runs) >= most:
-            return None
-    return runs
-
-
-def _unpack_runs(payload: bytes) -> list[int] | None:
-    """The varints of a runs payload; ``None`` unless they are minimal, complete, even in
-    number (at least 2) and every run after the first is at least 1 long."""
-    runs: list[int] = []
-    value = shift = size = 0
-    for byte in payload:
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        size += 1
-        if size > _MAX_VARINT_BYTES:
-            return None
-        if byte & 0x80:
-            continue
-        if byte == 0 and size > 1:  # an over-long encoding
-            return None
-        runs.append(value)
-        value = shift = size = 0
-    if size or len(runs) < 2 or len(runs) % 2 or 0 in runs[1:]:
-        return None
-    return runs
-
-
-def _runs_to_window(runs: list[int], span_limit: int) -> bytes:
-    """The window of valid runs; past ``span_limit`` it stops, one byte too long."""
-    window = bytearray()
-    for index in range(0, len(runs), 2):
-        room = span_limit + 1 - len(window)
-        if runs[index] >= room:
-            return bytes(window) + bytes(room)
-        window += bytes(runs[index])
-        window += b"\x01" * min(runs[index + 1], room - runs[index])
-        if len(window) > span_limit:
-            break
-    return bytes(window)
 
 
 def _corrupt(metadata: str, why: str) -> None:
