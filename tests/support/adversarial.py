@@ -204,10 +204,12 @@ def running(
     ordering: str,
     concurrency: int,
     batch: bool = False,
+    handler: str = "handle",
     **options: object,
 ) -> Iterator[Run]:
-    """Run a consumer on ``source`` with the misbehaving handler; on the way out release
-    the hung calls, stop it and wait for its run to end."""
+    """Run a consumer on ``source`` with the misbehaving handler (``handler``: its name in
+    :mod:`misbehaving`); on the way out release the hung calls, stop it and wait for its
+    run to end."""
     settings: dict[str, object] = {
         "engine": engine,
         "ordering": ordering,
@@ -218,7 +220,7 @@ def running(
     }
     if batch:
         settings["batch_size"] = 8
-    consumer = laneway.Consumer(source, handler_for(engine, batch), **settings)  # type: ignore[call-overload]
+    consumer = laneway.Consumer(source, handler_for(engine, batch, handler), **settings)  # type: ignore[call-overload]
     thread = threading.Thread(target=consumer.run, name="adversarial-run", daemon=True)
     run = Run(consumer, scenario, folder, thread, time.monotonic())
     thread.start()

@@ -7,7 +7,8 @@ that returns is recorded with :mod:`recording` (so process-engine workers are ob
 like threads), under the consumer's own subfolder when the test runs two (``handle_a`` /
 ``handle_b``). A call keeps the record folder it started in: a hung call of an earlier test
 still running in the same process waits for, and records into, its own test's folder, never
-the current one's. The hung calls are recorded as they start, in ``hung.<pid>.txt``, so a test
+the current one's. ``handle_stateful`` also counts each key's messages in its
+``laneway.State``. The hung calls are recorded as they start, in ``hung.<pid>.txt``, so a test
 can wait until they are under way.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import recording
 
+from laneway import State
 from laneway.types import Message
 
 HANG = b"hang"
@@ -81,6 +83,17 @@ async def handle_async(message: Message) -> None:
 
 async def handle_b_async(message: Message) -> None:
     await _run_async(message, SECOND)
+
+
+def handle_stateful(message: Message, state: State[int]) -> None:
+    """:func:`handle`, then one more in the key's count (after the call returns)."""
+    _run(message)
+    state.value = (state.value or 0) + 1
+
+
+async def handle_stateful_async(message: Message, state: State[int]) -> None:
+    await _run_async(message)
+    state.value = (state.value or 0) + 1
 
 
 def handle_batch(messages: list[Message]) -> None:

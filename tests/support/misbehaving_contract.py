@@ -40,6 +40,7 @@ from adversarial import (
     with_value,
     zipf,
 )
+from changelogs import changelog_state
 
 import laneway
 from laneway.types import Stall
@@ -107,6 +108,35 @@ class MisbehavingHandlers:
             if ordering == "key":
                 assert stall.waiting.keys == (1 if behind else 0)
             assert not run.consumer.health().ready
+
+    @pytest.mark.parametrize("source_kind", SOURCES)
+    def test_a_hung_stateful_call_holds_up_only_its_key(
+        self, request: pytest.FixtureRequest, source_kind: str, record_dir: Path
+    ) -> None:
+        """A handler with per-key state (a ``StateStore`` and its changelog) hung on one
+        key: every other key's messages finish with their state in the changelog (a
+        message is finished only once its state change is acknowledged), and the hung
+        key's state holds what came before the hung call."""
+        scenario = Scenario(with_value(keyed(24, 6, 2.0), b"k3", HANG, nth=1))
+        topic = topic_for(source_kind, request, scenario.partitions)
+        produce(topic, scenario)
+        source = source_for(source_kind, topic, unique_group(f"stateful-{self.engine}"))
+        changelog = f"{topic.name}.counts"
+        store = laneway.StateStore(record_dir / "state", changelog=changelog)
+        concurrency = self.concurrencies[0]
+        with running(
+            source, scenario, record_dir, self.engine, "key", concurrency,
+            state=store, handler="handle_stateful",
+        ) as run:  # fmt: skip
+            run.wait_for_hangs(1)
+            missing = run.wait_for(scenario.free("key"), bound(self.engine) + SLACK_S)
+            assert not missing, f"{len(missing)} records of other keys never finished"
+            calls = run.calls()
+            assert recording.duplicates(calls) == 0
+            assert recording.order_violations(calls, "key") == []
+            counts = changelog_state(topic, changelog)
+        keys = {record.key for record in scenario.records}
+        assert counts == {key: 1 if key == b"k3" else 6 for key in keys}
 
     @pytest.mark.parametrize("ordering", ["key", "partition"])
     def test_a_hung_call_at_every_concurrency(
