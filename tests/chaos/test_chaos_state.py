@@ -28,6 +28,7 @@ from typing import Any
 
 import kafka_helpers
 import pytest
+from changelogs import latest_counts, read_kafka
 from chaos_harness import chaos_seed, wait_until
 from checkout import SUPPORT
 from state_child import TRANSACTION_FAILED
@@ -90,44 +91,6 @@ def produce_paced(bootstrap: str, topic: str, keys: list[int], done: list[int]) 
         kafka_helpers.produce(bootstrap, topic, [(f"key-{k}".encode(), b"1") for k in part])
         done.append(len(part))
         time.sleep(PRODUCE_SECONDS / CHUNKS)
-
-
-def changelog_counts(bootstrap: str, changelog: str) -> dict[bytes, int]:
-    """Each key's latest committed state in the changelog."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    reader = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": kafka_helpers.unique_name("state-chaos-reader"),
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    partitions = kafka_helpers.partition_ids(bootstrap, changelog)
-    reader.assign([TopicPartition(changelog, p, OFFSET_BEGINNING) for p in partitions])
-    latest: dict[bytes, int] = {}
-    ended: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while ended != set(partitions) and time.monotonic() < deadline:
-            for message in reader.consume(10_000, 0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == error._PARTITION_EOF, error
-                    ended.add(message.partition())  # type: ignore[arg-type]
-                    continue
-                key, value = message.key(), message.value()
-                assert key is not None
-                if value is None:
-                    latest.pop(key, None)
-                else:
-                    latest[key] = int(value)
-    finally:
-        reader.close()
-    assert ended == set(partitions), "the changelog was not read to its end"
-    return latest
 
 
 def settings_for(bootstrap: str, tmp_path: Path, exactly_once: bool, name: str) -> dict[str, Any]:
@@ -214,7 +177,7 @@ def test_counts_are_exact_after_three_kills(
         settle(kafka_bootstrap, settings, [member])
     finally:
         member.stop()
-    counts = changelog_counts(kafka_bootstrap, settings["changelog"])
+    counts = latest_counts(read_kafka(kafka_bootstrap, settings["changelog"]))
     off = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k) != n}
     print(f"seed {seed}: {len(expected)} keys, {sum(expected.values())} messages, off: {off}")
     assert not off, f"counts off after {KILLS} kills (seed {seed}): {dict(list(off.items())[:10])}"
@@ -239,7 +202,7 @@ def test_counts_are_exact_across_rebalances(kafka_bootstrap: str, tmp_path: Path
     finally:
         for member in members:
             member.stop()
-    counts = changelog_counts(kafka_bootstrap, settings["changelog"])
+    counts = latest_counts(read_kafka(kafka_bootstrap, settings["changelog"]))
     off = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k) != n}
     assert not off, f"counts off after two rebalances (seed {seed}): {dict(list(off.items())[:10])}"
 
@@ -275,7 +238,7 @@ def test_a_compacted_changelog_restores_into_an_empty_directory(
             time.sleep(0.5)
 
         def compacted() -> bool:
-            records = len(changelog_records(kafka_bootstrap, settings["changelog"]))
+            records = len(read_kafka(kafka_bootstrap, settings["changelog"], limit_s=30.0))
             ends = sum(kafka_helpers.end_offsets(kafka_bootstrap, settings["changelog"]).values())
             return records < ends // 2
 
@@ -314,34 +277,6 @@ def test_a_compacted_changelog_restores_into_an_empty_directory(
     finally:
         fresh.stop()
     expected = Counter(f"key-{k}".encode() for k in keys)
-    counts = changelog_counts(kafka_bootstrap, settings["changelog"])
+    counts = latest_counts(read_kafka(kafka_bootstrap, settings["changelog"]))
     off = {k: (counts.get(k), n) for k, n in expected.items() if counts.get(k) != n}
     assert not off, f"counts off after a restore from a compacted changelog: {off}"
-
-
-def changelog_records(bootstrap: str, changelog: str) -> list[tuple[bytes | None, bytes | None]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    reader = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": kafka_helpers.unique_name("state-chaos-count"),
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    partitions = kafka_helpers.partition_ids(bootstrap, changelog)
-    reader.assign([TopicPartition(changelog, p, OFFSET_BEGINNING) for p in partitions])
-    out: list[tuple[bytes | None, bytes | None]] = []
-    ended: set[int] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while ended != set(partitions) and time.monotonic() < deadline:
-            for message in reader.consume(10_000, 0.5):
-                if message.error() is not None:
-                    ended.add(message.partition())  # type: ignore[arg-type]
-                    continue
-                out.append((message.key(), message.value()))
-    finally:
-        reader.close()
-    return out
