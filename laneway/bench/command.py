@@ -190,7 +190,8 @@ from laneway.options import EventLoop, uvloop_installed
     is_flag=True,
     help="Run each laneway engine again with a stateful handler counting each key's "
     "messages in a laneway.StateStore (changelog <topic>.state) and print the ratio to the "
-    "plain row and the state's cost per message.",
+    "plain row and the state's cost per message; with --batch-size also a stateful batch "
+    "handler, against the batch row.",
 )
 @click.option(
     "--topic-prefix",

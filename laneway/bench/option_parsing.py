@@ -11,7 +11,7 @@ from collections.abc import Callable
 import click
 
 from laneway.bench.engines.key_spread import SPREADS
-from laneway.bench.engines.pipelines import BATCH, EXACTLY_ONCE, RESULTS, STATE
+from laneway.bench.engines.pipelines import BATCH, BATCH_STATE, EXACTLY_ONCE, RESULTS, STATE
 from laneway.bench.engines.scenarios import ORDERINGS
 from laneway.bench.load.services import CHECKOUT_JAEGER
 from laneway.bench.load.topologies import Topology, parse_topology
@@ -195,7 +195,8 @@ def _importable(module: str) -> bool:
 def pipelines_for(batch_size: int | None, results: bool, state: bool) -> tuple[str, ...]:
     chosen: tuple[str, ...] = (BATCH,) if batch_size is not None else ()
     chosen += (RESULTS, EXACTLY_ONCE) if results else ()
-    return chosen + ((STATE,) if state else ())
+    chosen += (STATE,) if state else ()
+    return chosen + ((BATCH_STATE,) if state and batch_size is not None else ())
 
 
 def topic_prefix_of(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -57,3 +57,29 @@ def test_the_state_twin_runs_on_the_embedded_log() -> None:
     assert done.exit_code == 0, done.output
     assert "baseline+state" in done.output and "us per message" in done.output
     assert "lost 0, dup 0" in done.output
+
+
+def test_the_batch_state_twin_is_measured_against_the_batch_twin() -> None:
+    """What state adds to a batch handler: 200,000 msg/s (5 us) as a batch, 100,000 (10 us)
+    as a stateful batch, so +5 us per message against the batch row, not the plain one."""
+    plain = row("baseline", [400_000])
+    batch, state = row("baseline+batch", [200_000]), row("baseline+batch+state", [100_000])
+    lines = cost_lines([plain, batch, state])
+    assert any("baseline+batch: 0.50x of baseline" in line for line in lines)
+    [line] = [line for line in lines if "batch+state" in line]
+    assert "baseline+batch+state: 0.50x of baseline+batch, +5.0 us per message" in line
+
+
+def test_the_batch_state_twin_runs_with_batch_size_and_state() -> None:
+    from click.testing import CliRunner
+
+    from laneway.bench.command import bench
+
+    args = ["--scenarios", "trivial", "--engines", "baseline,process", "--messages", "2000"]
+    done = CliRunner().invoke(bench, [*args, "--state", "--batch-size", "50"])
+    assert done.exit_code == 0, done.output
+    for engine in ("baseline", "process"):
+        assert f"{engine}+batch+state: " in done.output
+        assert f"of {engine}+batch, " in done.output
+    # plain, batch, state and batch+state rows of both engines, nothing lost or repeated
+    assert done.output.count("lost 0, dup 0") == 8, done.output

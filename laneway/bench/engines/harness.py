@@ -30,15 +30,19 @@ import laneway
 from laneway.bench.engines.instrumentation import STATUS, instrument, status_page
 from laneway.bench.engines.pipelines import (
     BATCH,
+    BATCH_STATE,
     BULK_WORK,
     DEFAULT_BATCH_SIZE,
     EXACTLY_ONCE,
     PIPELINES,
     RESULTS,
     STATE,
+    STATEFUL,
+    AsyncBatchCounting,
     AsyncBatchHandler,
     AsyncCounting,
     AsyncTransform,
+    BatchCounting,
     BatchHandler,
     Counting,
     Transform,
@@ -189,6 +193,8 @@ class Harness:
             handler = AsyncRecordedHandler(async_work, sink)
             if twin == BATCH:
                 handler = AsyncBatchHandler(async_work, sink, bulk)
+            elif twin == BATCH_STATE:
+                handler = AsyncBatchCounting(AsyncBatchHandler(async_work, sink, bulk))
             elif twin == STATE:
                 handler = AsyncCounting(handler)
             elif twin:
@@ -199,6 +205,8 @@ class Harness:
             handler = RecordedHandler(sync_work, sink)
             if twin == BATCH:
                 handler = BatchHandler(sync_work, sink, bulk)
+            elif twin == BATCH_STATE:
+                handler = BatchCounting(BatchHandler(sync_work, sink, bulk))
             elif twin == STATE:
                 handler = Counting(handler)
             elif twin:
@@ -207,7 +215,7 @@ class Harness:
         with contextlib.ExitStack() as stack:
             metrics = stack.enter_context(instrument(spec.instrument))
             options = consumer_options(twin, self.batch_size)
-            if twin == STATE:
+            if twin in STATEFUL:
                 changelog = changelog_topic(prepared.topic)
                 self.target.create_output(prepared, changelog, compacted=True)
                 state_dir = stack.enter_context(tempfile.TemporaryDirectory())

@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from laneway.bench.engines.pipelines import RESULTS, STATE
+from laneway.bench.engines.pipelines import BATCH, BATCH_STATE, RESULTS, STATEFUL
 from laneway.consumer import Consumer
 from laneway.metrics import NO_METRICS, Metrics
 
@@ -128,13 +128,16 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     ratio is taken per repetition and the median of those is reported, with each one: the
     machine's drift between repetitions moves both rows of a repetition alike, and a ratio
     of two medians could pair rows of different repetitions."""
-    plain = {(r["scenario"], r["variant"], r["engine"]): r for r in rows if "+" not in r["engine"]}
+    named = {(r["scenario"], r["variant"], r["engine"]): r for r in rows}
     lines = []
     for row in rows:
         if "+" not in row["engine"]:
             continue
         engine, what = row["engine"].split("+", 1)
-        base = plain.get((row["scenario"], row["variant"], engine))
+        # The batch handler's state twin is measured against the batch twin: what state
+        # adds to a batch handler.
+        against = f"{engine}+{BATCH}" if what == BATCH_STATE else engine
+        base = named.get((row["scenario"], row["variant"], against))
         if base is None or not base["tps"]:
             continue
         ratios = paired_ratios(row, base)
@@ -142,8 +145,8 @@ def cost_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         if what in INSTRUMENTS:
             said = f"{engine}: {what} on {ratio:.2f}x of off"
         else:
-            said = f"{engine}+{what}: {ratio:.2f}x of {engine}"
-        if what == STATE:
+            said = f"{engine}+{what}: {ratio:.2f}x of {against}"
+        if what in STATEFUL:
             said += f", {per_message_cost(row, base):+.1f} us per message"
         each = ""
         if len(ratios) > 1:

@@ -17,6 +17,9 @@ throughput ratio is measured side by side (see :mod:`laneway.bench.engines.instr
   ``<topic>.state``), so each message reads and writes its key's state and writes one
   changelog record; its cost per message is the difference of the two rows' time per
   message.
+* ``<engine>+batch+state``: with both ``--batch-size`` and ``--state``, the batch twin's
+  handler also counts each message's key (``laneway.States``); its cost per message is
+  against the ``+batch`` row, so it is what state adds to a batch handler.
 
 The plain row is the consume-only baseline of those ratios: the same recording handler,
 nothing written. With ``--results`` the raw loop gets a ``raw+results`` twin too: the bare
@@ -32,11 +35,15 @@ from typing import Any
 from laneway.bench.engines.recorder import AsyncRecordedHandler, RecordedHandler, Sink
 from laneway.bench.engines.workloads import AsyncWork, Inline, SyncWork
 from laneway.results import Produce
+from laneway.state.handler import States
 from laneway.state.state import State
 from laneway.types import Message
 
 BATCH, RESULTS, EXACTLY_ONCE, STATE = "batch", "results", "exactly-once", "state"
-PIPELINES = (BATCH, RESULTS, EXACTLY_ONCE, STATE)
+BATCH_STATE = "batch+state"
+PIPELINES = (BATCH, RESULTS, EXACTLY_ONCE, STATE, BATCH_STATE)
+STATEFUL = (STATE, BATCH_STATE)
+"""The twins whose handler keeps state (they need key order and a store)."""
 EXACTLY_ONCE_COMMIT_INTERVAL = 0.1
 """Seconds between transactions in the exactly-once twin (the issue's reference point)."""
 DEFAULT_BATCH_SIZE = 100
@@ -56,7 +63,7 @@ def changelog_topic(topic: str) -> str:
 
 def consumer_options(twin: str, batch_size: int) -> dict[str, Any]:
     """The ``Consumer`` options a twin adds."""
-    if twin == BATCH:
+    if twin in (BATCH, BATCH_STATE):
         return {"batch_size": batch_size, "max_buffered": max(10_000, 4 * batch_size)}
     if twin == EXACTLY_ONCE:
         return {"exactly_once": True, "commit_interval": EXACTLY_ONCE_COMMIT_INTERVAL}
@@ -107,6 +114,32 @@ class AsyncCounting:
     async def __call__(self, message: Message, state: State[int]) -> None:
         await self.inner(message)
         state.value = (state.value or 0) + 1
+
+
+class BatchCounting:
+    """A stateful batch handler: runs ``inner``, then adds one to each message's key count."""
+
+    def __init__(self, inner: BatchHandler) -> None:
+        self.inner = inner
+
+    def __call__(self, batch: list[Message], states: States) -> None:
+        self.inner(batch)
+        for message in batch:
+            state = states[message]
+            state.value = (state.value or 0) + 1
+
+
+class AsyncBatchCounting:
+    """The ``async def`` twin of :class:`BatchCounting`."""
+
+    def __init__(self, inner: AsyncBatchHandler) -> None:
+        self.inner = inner
+
+    async def __call__(self, batch: list[Message], states: States) -> None:
+        await self.inner(batch)
+        for message in batch:
+            state = states[message]
+            state.value = (state.value or 0) + 1
 
 
 class BatchHandler:

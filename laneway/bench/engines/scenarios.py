@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 from laneway.bench.engines.instrumentation import instrumented
 from laneway.bench.engines.key_spread import UNIFORM, ZIPF
-from laneway.bench.engines.pipelines import STATE
+from laneway.bench.engines.pipelines import STATEFUL
 from laneway.options import EngineKind, Ordering, names
 
 LANEWAY_ENGINE = {
@@ -312,7 +312,7 @@ def plan(
                     pool = concurrency_for(engine, overrides.concurrency)
                     runs.append(RunSpec(scenario, variant, engine, pool, rep))
                     for twin in instrumented(engine, instruments):
-                        if twin == STATE and variant.ordering == "unordered":
+                        if twin in STATEFUL and variant.ordering == "unordered":
                             continue  # a store needs each key's messages one at a time
                         runs.append(RunSpec(scenario, variant, engine, pool, rep, twin))
     return runs
