@@ -133,17 +133,12 @@ class ControlPlane:
         self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         self._drain_deadline = deadline
-        # A transaction that fails while draining (fenced, its coordinator lost) ends the
-        # drain: nothing more can commit. It is raised at the end, after the source and the
-        # engine are closed (a member left open would hold its partitions in the group).
-        failed: TransactionError | None = None
-        while time.monotonic() < deadline and not abort.is_set() and failed is None:
+        while time.monotonic() < deadline and not abort.is_set():
             if self._drained():
                 break
             self.completions.wait(0.05)
-            failed = self._collect_unless_refused()
-        if failed is None:
-            failed = self._collect_unless_refused()
+            self._collect_unless_refused()
+        self._collect_unless_refused()
         if not self._drained():
             self._abandoned = abandon(
                 self._progress,
@@ -153,9 +148,9 @@ class ControlPlane:
                 taken_back,
                 lane_function(self._config.ordering),
             )
+        failed: TransactionError | None = None
         try:
-            if failed is None:
-                self._commit_or_warn(self._progress.partitions, "final commit")
+            self._commit_or_warn(self._progress.partitions, "final commit")
         except TransactionError as error:
             failed = error
             log.error("final commit failed: %s", error)
@@ -210,17 +205,12 @@ class ControlPlane:
             return bool(self._engine.in_flight)
         return bool(self._progress.running(partitions))
 
-    def _collect_unless_refused(self) -> TransactionError | None:
-        """:meth:`_collect` while shutting down: a refusal is kept for the end, and a
-        failed transaction returned (the caller raises it once everything is closed)."""
+    def _collect_unless_refused(self) -> None:
+        """:meth:`_collect` while shutting down: a refusal is kept for the end."""
         try:
             self._collect()
         except AccessDeniedError as denial:
             self.refused(denial)
-        except TransactionError as error:
-            log.error("stopping: %s", error)
-            return error
-        return None
 
     # -- rebalance listener (called from inside source.poll) ---------------------------
 
