@@ -116,6 +116,13 @@ class AsyncCounting:
         state.value = (state.value or 0) + 1
 
 
+def _count_each(batch: list[Message], states: States) -> None:
+    """Add one to the count of each message's key (a batch's messages of one key share it)."""
+    for message in batch:
+        state = states[message]
+        state.value = (state.value or 0) + 1
+
+
 class BatchCounting:
     """A stateful batch handler: runs ``inner``, then adds one to each message's key count."""
 
@@ -124,9 +131,7 @@ class BatchCounting:
 
     def __call__(self, batch: list[Message], states: States) -> None:
         self.inner(batch)
-        for message in batch:
-            state = states[message]
-            state.value = (state.value or 0) + 1
+        _count_each(batch, states)
 
 
 class AsyncBatchCounting:
@@ -137,9 +142,7 @@ class AsyncBatchCounting:
 
     async def __call__(self, batch: list[Message], states: States) -> None:
         await self.inner(batch)
-        for message in batch:
-            state = states[message]
-            state.value = (state.value or 0) + 1
+        _count_each(batch, states)
 
 
 class BatchHandler:
