@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
@@ -35,7 +35,7 @@ from laneway.control.stopping import StopConditions, abandon
 from laneway.control.tally import Tally
 from laneway.engines.base import Completed, Completions, Engine
 from laneway.engines.lanes import lane_function
-from laneway.errors import AccessDeniedError, SourceError, TransactionError
+from laneway.errors import AccessDeniedError, SourceError
 from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
@@ -127,18 +127,21 @@ class ControlPlane:
             self._poll(now)
 
     def shut_down(self, abort: threading.Event) -> None:
-        """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close."""
+        """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close.
+
+        Every part is closed whatever the drain or a commit raised, and the first error is
+        raised once all are (a refusal for good before any other): a Kafka member left
+        open would keep its partitions in the group until ``max.poll.interval.ms``, and
+        process workers would outlive the run. A transaction that failed while draining
+        ends the drain and skips the final commit: nothing may commit after it.
+        """
         owned = list(self._progress.partitions)
         taken_back = self._release.cancel(owned) + self._held_back(owned)
         self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         self._drain_deadline = deadline
-        while time.monotonic() < deadline and not abort.is_set():
-            if self._drained():
-                break
-            self.completions.wait(0.05)
-            self._collect_unless_refused()
-        self._collect_unless_refused()
+        failures: list[BaseException] = []
+        self._attempt("draining", lambda: self._drain(abort, deadline), failures)
         if not self._drained():
             self._abandoned = abandon(
                 self._progress,
@@ -148,40 +151,56 @@ class ControlPlane:
                 taken_back,
                 lane_function(self._config.ordering),
             )
-        failed: TransactionError | None = None
-        try:
-            self._commit_or_warn(self._progress.partitions, "final commit")
-        except TransactionError as error:
-            failed = error
-            log.error("final commit failed: %s", error)
-        except AccessDeniedError as denial:
-            self.refused(denial)
+        if not failures:
+            final = self._progress.partitions
+            commit = "final commit"
+            self._attempt(commit, lambda: self._commit_or_warn(final, commit), failures)
         now = time.monotonic()
         if abort.is_set():
             self._drain_deadline = now
         self._tally.end(now)
         self._stalls.look(now)  # the final gauges: nothing runs any more
-        self._sample(now)
-        self._router.close(0.0 if abort.is_set() else max(0.0, deadline - time.monotonic()))
+        self._attempt("sampling", lambda: self._sample(now), failures)
+
+        def left() -> float:
+            return 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
+
+        self._attempt("closing dead letters", lambda: self._router.close(left()), failures)
         # The source first: closing a Kafka consumer revokes its partitions, and the
         # revoke callback still talks to the engine.
-        try:
-            self._source.close()
-        except TransactionError as error:
-            failed = failed or error
-            log.error("commit on close failed: %s", error)
-        except AccessDeniedError as denial:
-            self.refused(denial)
-        remaining = 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
-        if self._state is not None:
-            self._state.close(drained=self._drained())
-        self._results.close(remaining)
-        self._engine.close(remaining)
+        self._attempt("closing the source", self._source.close, failures)
+        state = self._state
+        if state is not None:
+            drained = self._drained()
+            self._attempt("closing the state", lambda: state.close(drained=drained), failures)
+        self._attempt("closing results", lambda: self._results.close(left()), failures)
+        self._attempt("closing the engine", lambda: self._engine.close(left()), failures)
         self._stalls.stop()
         if self.denied is not None:
             raise self.denied
-        if failed is not None:
-            raise failed
+        if failures:
+            raise failures[0]
+
+    def _drain(self, abort: threading.Event, deadline: float) -> None:
+        while time.monotonic() < deadline and not abort.is_set():
+            if self._drained():
+                break
+            self.completions.wait(0.05)
+            self._collect_unless_refused()
+        self._collect_unless_refused()
+
+    def _attempt(
+        self, what: str, step: Callable[[], object], failures: list[BaseException]
+    ) -> None:
+        """One step of :meth:`shut_down`: a refusal is kept (:meth:`refused`), any other
+        error logged and added to ``failures``, and the shutdown goes on."""
+        try:
+            step()
+        except AccessDeniedError as denial:
+            self.refused(denial)
+        except BaseException as error:  # raised once everything is closed
+            log.error("%s failed: %s", what, error)
+            failures.append(error)
 
     def refused(self, denial: AccessDeniedError) -> None:
         """The cluster refused this consumer for good: keep the first refusal (health

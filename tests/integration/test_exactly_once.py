@@ -10,15 +10,18 @@ none of its records become visible. The crash and rebalance proof is
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import kafka_helpers
 import process_handlers
+import psutil
 import pytest
 from chaos_harness import run_bounded
-from confluent_kafka import Consumer
+from cluster import wait_for
+from confluent_kafka import Consumer, Producer
 from topics import AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
 
 import laneway
@@ -216,3 +219,68 @@ def test_a_fenced_kafka_zombie_aborts_and_shows_nothing(kafka_bootstrap: str) ->
         source.close()
     assert read_committed(kafka_bootstrap, topic + ".out", 1) == [b"heir"]
     assert kafka_helpers.committed_offsets(kafka_bootstrap, group, topic) == {0: (2, "")}
+
+
+def spawned_workers() -> set[int]:
+    """This process's live process-engine workers (spawned children)."""
+    workers = set()
+    for child in psutil.Process().children():
+        try:
+            if any("spawn_main" in part for part in child.cmdline()):
+                workers.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return workers
+
+
+def members(bootstrap: str, group: str) -> int:
+    admin = kafka_helpers.admin_client(bootstrap)  # kept: its futures die with it
+    return len(admin.describe_consumer_groups([group])[group].result(timeout=30).members)
+
+
+@pytest.mark.kafka
+def test_a_fenced_member_leaves_its_group_and_stops_its_workers(kafka_bootstrap: str) -> None:
+    """A newer producer with the member's ``transactional.id`` fences it mid-run (process
+    engine, KIP-848 group): the run ends with TransactionError, not the client's exception,
+    and it lets go of everything. Seen on the three-broker cluster: a fenced life that
+    left its consumer open kept its partitions for ``max.poll.interval.ms`` (5 minutes)
+    and its workers alive."""
+    topic = KafkaTopic(kafka_bootstrap, partitions=4)
+    topic.create(f"{topic.name}.out", 4)
+    topic.produce(inputs(20_000))
+    group = kafka_helpers.unique_name("eos-fenced")
+    tid = f"{group}-member"
+    before = spawned_workers()
+    consumer = laneway.Consumer(
+        laneway.KafkaSource(
+            kafka_bootstrap, group, [topic.name], {"group.protocol": "consumer"},
+            transactional_id=tid,
+        ),
+        process_handlers.slow_echo_result,
+        engine="process",
+        concurrency=4,
+        exactly_once=True,
+        commit_interval=0.1,
+        drain_timeout=5.0,
+        handle_signals=False,
+    )  # fmt: skip
+    ended: list[BaseException | laneway.ConsumerStats] = []
+
+    def run() -> None:
+        try:
+            ended.append(consumer.run(idle_timeout=30.0))
+        except BaseException as error:
+            ended.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    wait_for("results committed", lambda: consumer.stats().processed >= 500, 60.0)
+    heir = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": tid})
+    heir.init_transactions(30.0)  # fences the member's producer
+    runner.join(60.0)
+    assert not runner.is_alive(), f"the fenced member ran on: {consumer.stats()}"
+    [outcome] = ended
+    assert isinstance(outcome, laneway.TransactionError), repr(outcome)
+    assert consumer.stats().processed < 20_000, "fenced too late to prove anything"
+    wait_for("the group empty", lambda: members(kafka_bootstrap, group) == 0, 10.0)
+    wait_for("the workers gone", lambda: not spawned_workers() - before, 10.0)

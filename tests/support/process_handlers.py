@@ -235,6 +235,12 @@ def echo_result(message: Message) -> laneway.Produce:
     return laneway.Produce(f"{message.topic}.out", message.value, message.key)
 
 
+def slow_echo_result(message: Message) -> laneway.Produce:
+    """:func:`echo_result` after 2 ms: a run that lasts long enough to be interrupted."""
+    time.sleep(0.002)
+    return echo_result(message)
+
+
 def result_in_partition_by_value(message: Message) -> laneway.Produce:
     """One result into ``<topic>.out``, in partition ``value % 3`` (the key is ignored)."""
     partition = int(message.value or b"") % 3

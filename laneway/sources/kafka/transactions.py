@@ -198,6 +198,10 @@ class KafkaTransaction:
         self._ready = False
         self._open = False
         self._failed: str | None = None
+        # Why a transactional call failed, once one has: the run must end, and nothing may
+        # commit after it (the failed transaction's results are gone, its inputs must run
+        # again), so later commits raise at once instead of waiting on a dead producer.
+        self._ended: str | None = None
         self._fatal = False
         self._closed = False
 
@@ -232,11 +236,22 @@ class KafkaTransaction:
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
         if not positions and not self._open:
             return
+        if self._ended is not None:
+            raise TransactionError(f"{self._id}: not committed, a call failed: {self._ended}")
         self._begin()
         if self._failed is not None:  # a record is missing: this transaction must not commit
             failed, self._failed = self._failed, None
-            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             self._open = False
+            try:
+                self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+            except KafkaException as exc:  # fenced, or its records timed out (an epoch bump)
+                self._ended = describe(exc)
+                self._fatal = True
+                if self._denied is not None:
+                    raise self._denied from exc
+                raise TransactionError(
+                    f"{self._id}: {failed}, and aborting failed: {self._ended}"
+                ) from exc
             if self._denied is not None:
                 raise self._denied
             raise TransactionError(f"{self._id}: aborted, {failed}")
@@ -322,6 +337,7 @@ class KafkaTransaction:
         """Abort what can be aborted and raise TransactionError (the run must end), or
         AccessDeniedError when the cluster refused (an ACL is missing)."""
         error = exc.args[0] if exc.args else None
+        self._ended = describe(exc)
         if isinstance(error, KafkaError) and error.fatal():
             self._fatal = True
         if isinstance(error, KafkaError) and error.txn_requires_abort():
