@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from operator import attrgetter
 
 from laneway.config import ConsumerConfig
@@ -31,7 +31,7 @@ from laneway.control.durability import durability
 from laneway.control.skew.containment import containment_for
 from laneway.control.skew.release import release_for
 from laneway.control.stalls import StallWatch
-from laneway.control.stopping import StopConditions, abandon
+from laneway.control.stopping import ShutdownSteps, StopConditions, abandon
 from laneway.control.tally import Tally
 from laneway.engines.base import Completed, Completions, Engine
 from laneway.engines.lanes import lane_function
@@ -129,19 +129,17 @@ class ControlPlane:
     def shut_down(self, abort: threading.Event) -> None:
         """Drain until done, ``drain_timeout`` or ``abort``; commit what is finished; close.
 
-        Every part is closed whatever the drain or a commit raised, and the first error is
-        raised once all are (a refusal for good before any other): a Kafka member left
-        open would keep its partitions in the group until ``max.poll.interval.ms``, and
-        process workers would outlive the run. A transaction that failed while draining
-        ends the drain and skips the final commit: nothing may commit after it.
+        Every part is closed whatever the drain or a commit raised (see
+        :class:`ShutdownSteps`); a transaction that failed while draining ends the drain
+        and skips the final commit: nothing may commit after it.
         """
         owned = list(self._progress.partitions)
         taken_back = self._release.cancel(owned) + self._held_back(owned)
         self._progress.unstarted(taken_back)
         deadline = time.monotonic() + self._config.drain_timeout
         self._drain_deadline = deadline
-        failures: list[BaseException] = []
-        self._attempt("draining", lambda: self._drain(abort, deadline), failures)
+        steps = ShutdownSteps(self.refused)
+        steps.run("draining", lambda: self._drain(abort, deadline))
         if not self._drained():
             self._abandoned = abandon(
                 self._progress,
@@ -151,35 +149,31 @@ class ControlPlane:
                 taken_back,
                 lane_function(self._config.ordering),
             )
-        if not failures:
-            final = self._progress.partitions
-            commit = "final commit"
-            self._attempt(commit, lambda: self._commit_or_warn(final, commit), failures)
+        if not steps.failures:
+            final, commit = self._progress.partitions, "final commit"
+            steps.run(commit, lambda: self._commit_or_warn(final, commit))
         now = time.monotonic()
         if abort.is_set():
             self._drain_deadline = now
         self._tally.end(now)
         self._stalls.look(now)  # the final gauges: nothing runs any more
-        self._attempt("sampling", lambda: self._sample(now), failures)
+        steps.run("sampling", lambda: self._sample(now))
 
         def left() -> float:
             return 0.0 if abort.is_set() else max(0.0, deadline - time.monotonic())
 
-        self._attempt("closing dead letters", lambda: self._router.close(left()), failures)
+        steps.run("closing dead letters", lambda: self._router.close(left()))
         # The source first: closing a Kafka consumer revokes its partitions, and the
         # revoke callback still talks to the engine.
-        self._attempt("closing the source", self._source.close, failures)
+        steps.run("closing the source", self._source.close)
         state = self._state
         if state is not None:
             drained = self._drained()
-            self._attempt("closing the state", lambda: state.close(drained=drained), failures)
-        self._attempt("closing results", lambda: self._results.close(left()), failures)
-        self._attempt("closing the engine", lambda: self._engine.close(left()), failures)
+            steps.run("closing the state", lambda: state.close(drained=drained))
+        steps.run("closing results", lambda: self._results.close(left()))
+        steps.run("closing the engine", lambda: self._engine.close(left()))
         self._stalls.stop()
-        if self.denied is not None:
-            raise self.denied
-        if failures:
-            raise failures[0]
+        steps.raise_first(self.denied)
 
     def _drain(self, abort: threading.Event, deadline: float) -> None:
         while time.monotonic() < deadline and not abort.is_set():
@@ -188,19 +182,6 @@ class ControlPlane:
             self.completions.wait(0.05)
             self._collect_unless_refused()
         self._collect_unless_refused()
-
-    def _attempt(
-        self, what: str, step: Callable[[], object], failures: list[BaseException]
-    ) -> None:
-        """One step of :meth:`shut_down`: a refusal is kept (:meth:`refused`), any other
-        error logged and added to ``failures``, and the shutdown goes on."""
-        try:
-            step()
-        except AccessDeniedError as denial:
-            self.refused(denial)
-        except BaseException as error:  # raised once everything is closed
-            log.error("%s failed: %s", what, error)
-            failures.append(error)
 
     def refused(self, denial: AccessDeniedError) -> None:
         """The cluster refused this consumer for good: keep the first refusal (health

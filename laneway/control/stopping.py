@@ -1,13 +1,16 @@
-"""When a consumer's run ends (:class:`StopConditions`), how much more it may fetch, and
-what a shutdown whose drain ended early leaves behind (:func:`abandon`)."""
+"""When a consumer's run ends (:class:`StopConditions`), how much more it may fetch, how a
+shutdown runs its steps (:class:`ShutdownSteps`), and what a shutdown whose drain ended
+early leaves behind (:func:`abandon`)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from laneway.engines.base import Engine
 from laneway.engines.lanes import LaneOf
+from laneway.errors import AccessDeniedError
 from laneway.logs import get_logger
 from laneway.offsets.progress import Progress
 from laneway.types import Message
@@ -62,6 +65,35 @@ class StopConditions:
         """How many messages the run still waits for (``max_messages`` must be set)."""
         assert self._max_messages is not None
         return self._max_messages - handled
+
+
+class ShutdownSteps:
+    """Runs a shutdown's steps so that each runs whatever the ones before it raised: a
+    Kafka member left open would keep its partitions in the group until
+    ``max.poll.interval.ms``, and process workers would outlive the run.
+
+    A refusal for good goes to ``refused`` (the caller raises it first); any other error
+    is logged and kept in :attr:`failures`, for :meth:`raise_first` once all steps ran.
+    """
+
+    def __init__(self, refused: Callable[[AccessDeniedError], None]) -> None:
+        self._refused = refused
+        self.failures: list[BaseException] = []
+
+    def run(self, what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except AccessDeniedError as denial:
+            self._refused(denial)
+        except BaseException as error:  # raised once every step ran
+            log.error("%s failed: %s", what, error)
+            self.failures.append(error)
+
+    def raise_first(self, denied: AccessDeniedError | None) -> None:
+        if denied is not None:
+            raise denied
+        if self.failures:
+            raise self.failures[0]
 
 
 def abandon(
