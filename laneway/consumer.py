@@ -223,7 +223,7 @@ class Consumer(ConsumerSignatures):
         config = engine_config(self.config, self._capabilities)
         if config.engine is not EngineKind.PROCESS:  # process workers make their own
             self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
-        keeper = None if config.state is None else open_state(config, self._source)
+        keeper = None if config.state is None else open_state(config, self._source, bool(hooks))
         try:
             handler = self._engine_handler(config, keeper)
             engine = build_engine(config, handler, self._stop, loop, hooks, self._gate)

@@ -396,6 +396,8 @@ class ControlPlane:
         uncommitted and are tried again by the next commit); a refusal for good
         (:class:`AccessDeniedError`) is raised."""
         try:
+            if self._state is not None:
+                self._state.log_changes()
             self._progress.commit(partitions)
         except AccessDeniedError:
             raise  # permanent: ends the run

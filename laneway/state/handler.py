@@ -5,9 +5,14 @@ it reads the key's entry from the partition's :class:`~laneway.state.table.Parti
 a message at or below the offset that last changed the key is already in the state (key
 order ran every earlier message of the key first) and counts as done without a call.
 Otherwise the handler gets a :class:`~laneway.state.state.State`; when it returns having
-changed it, the new value is kept in the table and a changelog record (see
-:mod:`laneway.state.records`) is added to the call's results, so the message is finished
-only once the changelog has it. An attempt that raises keeps nothing.
+changed it, the new value is kept in the table. A call that returned nothing else leaves
+the change *unlogged*: the message finishes at once, and every unlogged change is written
+to the changelog and acknowledged before the next commit (see
+:meth:`~laneway.state.writer.ChangelogResults.log_changes`), so no offset is committed
+before its message's change is in the changelog. A call that returned results has a
+changelog record (see :mod:`laneway.state.records`) added to them instead, written once
+its results are durable, and so have all calls after it. An attempt that raises keeps
+nothing.
 
 A batch handler (``batch_size``) is called as ``handler(messages, states)``:
 ``states[message]`` is the :class:`State` of the message's key, one object per key for
@@ -98,9 +103,11 @@ def stateful(
     typed: bool,
     batched: bool,
     is_async: bool,
+    unlogged: bool = True,
 ) -> Callable[..., Any]:
     """What the sync, thread and async engines call for the stateful ``handler`` (see the
-    module docs); ``typed``: messages come as decoded records whose view the handler gets.
+    module docs); ``typed``: messages come as decoded records whose view the handler gets;
+    ``unlogged``: a call that returns no results may keep its change unlogged.
 
     This runs for every message: the read is one dict lookup when the key is cached, and
     a call that leaves the state alone costs nothing more."""
@@ -120,10 +127,24 @@ def stateful(
         data = entry[0]
         return table, key, State(None if data is None else decode(data))
 
+    # Whether a call that changes state and returns nothing else may leave its change
+    # unlogged (written before the next commit, not with the call's results): until the
+    # first call that returns results. After that every change goes with its call's
+    # results, results first: an unlogged change of a later message could otherwise reach
+    # the changelog while an earlier message of its key waits for its results, and a
+    # replay would take that earlier message as applied and never write its results.
+    unlogged_ok = [unlogged]
+
     def after(
         result: Any, message: Any, table: PartitionTable, key: bytes, state: State[Any]
     ) -> Any:
-        """The call's results with the changelog record of the changed ``state``."""
+        """The call's results with the changelog record of the changed ``state``, or
+        nothing more with the change kept unlogged."""
+        if result is None and unlogged_ok[0]:
+            value = state._value
+            table.keep(key, (None if value is None else encode(value), message[2]))
+            return None
+        unlogged_ok[0] = False
         returned, entry = changes(result, state, encode, changelog, message, key)
         table.put(key, entry)
         return returned
@@ -156,8 +177,12 @@ def stateful(
         result = handler(message[8] if typed else message, state)
         if not state.changed:
             return result
-        records = None if result is None else records_of(result)  # a bad return keeps nothing
         value = state._value
+        if result is None and unlogged_ok[0]:
+            table.keep(key, (None if value is None else encode(value), offset))
+            return None
+        unlogged_ok[0] = False
+        records = None if result is None else records_of(result)  # a bad return keeps nothing
         data = None if value is None else encode(value)
         table.put(key, (data, offset))
         record = changelog_record(changelog, message[1], key, data, offset)

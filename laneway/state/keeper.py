@@ -45,10 +45,11 @@ REPAUSE_EVERY = 0.1
 """Seconds between pauses of the partitions being restored (backpressure may resume them)."""
 
 
-def open_state(config: ConsumerConfig, source: Source) -> StateKeeper:
-    """The keeper of ``config.state`` for a consumer of ``source``, its changelog checked."""
+def open_state(config: ConsumerConfig, source: Source, traced: bool) -> StateKeeper:
+    """The keeper of ``config.state`` for a consumer of ``source``, its changelog checked;
+    ``traced``: the consumer traces its messages."""
     store = cast(StateStore, config.state)
-    keeper = StateKeeper(store, source, config.exactly_once)
+    keeper = StateKeeper(store, source, config.exactly_once, traced)
     keeper.open()
     return keeper
 
@@ -83,8 +84,11 @@ def input_topic(source: Source) -> str:
 class StateKeeper:
     """A consumer's :class:`~laneway.state.store.StateStore` at work (see the module docs)."""
 
-    def __init__(self, store: StateStore, source: Source, exactly_once: bool) -> None:
+    def __init__(
+        self, store: StateStore, source: Source, exactly_once: bool, traced: bool = False
+    ) -> None:
         self.store = store
+        self._traced = traced
         self._source = source
         self._exactly_once = exactly_once
         self.topic = input_topic(source)
@@ -124,6 +128,7 @@ class StateKeeper:
             typed=value is not None or key is not None,
             batched=batched,
             is_async=engine is EngineKind.ASYNC,
+            unlogged=not self._traced,  # a traced change goes with its message's trace
         )
 
     def results(self, inner: ResultWriter) -> ResultWriter:
@@ -152,6 +157,12 @@ class StateKeeper:
     def committed(self) -> None:
         if self._writer is not None:
             self._writer.committed()
+
+    def log_changes(self) -> None:
+        """Before a commit: every state change kept unlogged written to the changelog and
+        acknowledged (see :meth:`ChangelogResults.log_changes`)."""
+        if self._writer is not None:
+            self._writer.log_changes()
 
     # -- ownership -------------------------------------------------------------------
 

@@ -68,6 +68,8 @@ class PartitionTable:
         self.cached: dict[bytes, Entry] = {}
         """The keys in memory (read it first: :meth:`get` when a key is not there)."""
         self._dirty: dict[bytes, Entry] = {}
+        self.unlogged: dict[bytes, Entry] = {}
+        """Changes kept by :meth:`keep` and not yet taken to the changelog."""
         self.evictions = 0
         """How many times the clean keys were dropped from memory (``cached_keys``)."""
         self._lock_file: int | None = None
@@ -142,6 +144,31 @@ class PartitionTable:
             self.cached[key] = entry
             self._dirty[key] = entry
 
+    def keep(self, key: bytes, entry: Entry) -> None:
+        """:meth:`put`, the change also *unlogged*: not in the changelog yet, written there
+        before the next commit (see :mod:`laneway.state.writer`)."""
+        with self._lock:
+            self.cached[key] = entry
+            self._dirty[key] = entry
+            self.unlogged[key] = entry
+
+    def take_unlogged(self, key: bytes | None = None) -> dict[bytes, Entry]:
+        """The unlogged changes (of ``key`` only, when given), no longer unlogged."""
+        with self._lock:
+            if key is None:
+                taken, self.unlogged = self.unlogged, {}
+                return taken
+            entry = self.unlogged.pop(key, None)
+            return {} if entry is None else {key: entry}
+
+    def unlog(self, changes: Mapping[bytes, Entry]) -> None:
+        """Changes whose changelog write failed, unlogged again unless a newer one is."""
+        with self._lock:
+            for key, entry in changes.items():
+                kept = self.unlogged.get(key)
+                if kept is None or kept[1] < entry[1]:
+                    self.unlogged[key] = entry
+
     # -- the control thread's side --------------------------------------------------------
 
     @property
@@ -163,6 +190,7 @@ class PartitionTable:
             self._db.execute("DELETE FROM meta")
             self.cached.clear()
             self._dirty.clear()
+            self.unlogged.clear()
         self.why_full = why
 
     def load(self, entries: Iterable[tuple[bytes, bytes | None, int]]) -> None:

@@ -1,11 +1,23 @@
 """ChangelogResults: state changes written through the results path, and the state files
 kept in step with what the changelog acknowledged.
 
-A stateful handler's change travels as one more result record (see
-:mod:`laneway.state.records`), so a message is finished only once its state change is
-acknowledged by the changelog (or, with ``exactly_once=True``, committed in the same
-transaction as its offset and its results): :class:`ChangelogResults` wraps the consumer's
-:class:`~laneway.producing.result_writers.ResultWriter` and adds two things.
+No offset is committed before its message's state change is acknowledged by the
+changelog (or, with ``exactly_once=True``, committed in the same transaction as its
+offset and its results). A change travels one of two ways:
+
+* **Unlogged** (a call that returned nothing else, see :mod:`laneway.state.handler`): the
+  message finishes at once and the change waits in its table; before every commit
+  :meth:`ChangelogResults.log_changes` writes each key's latest unlogged change and waits
+  for the changelog's acknowledgement (about a round trip per ``commit_interval``), and a
+  commit it could not make safe is skipped. This is the cheap way: no record, result
+  group or acknowledgement per message.
+* **With the call's results**, as one more result record (see
+  :mod:`laneway.state.records`): the message is finished once it is acknowledged. A
+  key's unlogged change is written before its next record of this kind, so that the
+  changelog ends with the key's newest state.
+
+:class:`ChangelogResults` wraps the consumer's
+:class:`~laneway.producing.result_writers.ResultWriter` for both, and keeps these rules:
 
 * **One record per key per round** (coalescing). The changelog keeps only each key's
   latest state, so the state changes of one key handed over together (one control-loop
@@ -42,6 +54,7 @@ from laneway.producing.result_writers import ResultWriter
 from laneway.results import Produce
 from laneway.state.records import Entry, change_of
 from laneway.state.table import PartitionTable
+from laneway.state.unlogged import LOG_WAIT_S, UnloggedChanges
 from laneway.types import Failure, Message, PartitionId
 
 log = get_logger(__name__)
@@ -160,10 +173,15 @@ class ChangelogResults:
         self._barrier = False
         self.tainted: set[int] = set()
         """Partitions with a state change that could not be written (no more checkpoints)."""
+        self._unlogged = UnloggedChanges(
+            inner, tables, topic, changelog, lambda records: self._note(self._written, records),
+            self._spoiled,
+        )  # fmt: skip
 
     @property
     def pending(self) -> int:
-        return self._inner.pending + len(self._held) + len(self._later)
+        held = len(self._held) + len(self._later) + self._unlogged.carried
+        return self._inner.pending + held
 
     def write(self, groups: list[ResultGroup]) -> None:
         if self._barrier:
@@ -178,11 +196,14 @@ class ChangelogResults:
             if last[0] != changelog:
                 direct.append((messages, records))
                 continue
-            if (topic, messages[0][1]) not in tables:
+            table = tables.get((topic, messages[0][1]))
+            if table is None:
                 # Work of a partition given up while it ran (fenced: never committed). Its
                 # state change must not reach the changelog after the new owner's.
                 direct.append((messages, [r for r in records if r[0] != changelog]))
                 continue
+            if table.unlogged:  # an earlier message's change of the key goes first
+                self._unlogged.before(table, messages[0][1], records)
             if len(records) == 1 and not queues:  # the common case: one key's change
                 merged.add_one(messages, last)
                 continue
@@ -252,8 +273,16 @@ class ChangelogResults:
                 changes = written[partition] = {}
             changes[key] = (value, offset)
 
+    def log_changes(self, timeout: float = LOG_WAIT_S) -> None:
+        """Before a commit: every unlogged change in the changelog (see
+        :meth:`UnloggedChanges.log`)."""
+        self._unlogged.log(timeout)
+
     def poll(self) -> tuple[list[Message], list[Failure]]:
-        settled, failed = self._inner.poll()
+        settled, failed = self._unlogged.sort_out(*self._inner.poll())
+        if self._unlogged.carried:
+            earlier, unwritten = self._unlogged.take_carried()
+            settled, failed = earlier + settled, unwritten + failed
         if failed:
             self._taint(failed)
         if self._later:
@@ -302,18 +331,23 @@ class ChangelogResults:
                 unit = later.unit
                 unit.messages, unit.records, unit.ready = [], [], True
                 dropped += unit.slots
-            if message.partition not in self.tainted:
-                self.tainted.add(message.partition)
-                log.warning(
-                    "state of %s[%d]: a state change could not be written; its file takes no "
-                    "more checkpoints until the partition is restored again",
-                    self._topic,
-                    message.partition,
-                )
+            self._spoiled(message.partition)
         if dropped:
             merged = _Round()
             self._release(dropped, merged)
             self._inner.write(self._merged(merged))
+
+    def _spoiled(self, partition: int) -> None:
+        """A state change of ``partition`` could not be written: no more checkpoints (its
+        file may hold the change already)."""
+        if partition not in self.tainted:
+            self.tainted.add(partition)
+            log.warning(
+                "state of %s[%d]: a state change could not be written; its file takes no "
+                "more checkpoints until the partition is restored again",
+                self._topic,
+                partition,
+            )
 
     def committed(self) -> None:
         """The transaction just committed (exactly-once): everything written is in the
@@ -324,7 +358,8 @@ class ChangelogResults:
         """Partitions given up: with ``drained`` (nothing of theirs unsettled, so every state
         change written for them is acknowledged) their files take a last checkpoint."""
         if drained and not self._transactional:
-            self._checkpoint(set(partitions) & set(self._written))
+            unacknowledged = self._unlogged.partitions_in_flight
+            self._checkpoint(set(partitions) & set(self._written) - unacknowledged)
         for partition in partitions:
             self._written.pop(partition, None)
             self.tainted.discard(partition)

@@ -46,6 +46,8 @@ import laneway
 from laneway.types import Stall
 
 HANG = misbehaving.HANG
+COMMIT_INTERVAL_S = 0.5
+"""The stateful case's commit interval: its changes reach the changelog by each commit."""
 
 
 class MisbehavingHandlers:
@@ -114,9 +116,9 @@ class MisbehavingHandlers:
         self, request: pytest.FixtureRequest, source_kind: str, record_dir: Path
     ) -> None:
         """A handler with per-key state (a ``StateStore`` and its changelog) hung on one
-        key: every other key's messages finish with their state in the changelog (a
-        message is finished only once its state change is acknowledged), and the hung
-        key's state holds what came before the hung call."""
+        key: every other key's messages finish, their state reaches the changelog by the
+        next commit (an offset is committed only once its message's state change is
+        acknowledged), and the hung key's state holds what came before the hung call."""
         scenario = Scenario(with_value(keyed(24, 6, 2.0), b"k3", HANG, nth=1))
         topic = topic_for(source_kind, request, scenario.partitions)
         produce(topic, scenario)
@@ -126,7 +128,7 @@ class MisbehavingHandlers:
         concurrency = self.concurrencies[0]
         with running(
             source, scenario, record_dir, self.engine, "key", concurrency,
-            state=store, handler="handle_stateful",
+            state=store, handler="handle_stateful", commit_interval=COMMIT_INTERVAL_S,
         ) as run:  # fmt: skip
             run.wait_for_hangs(1)
             missing = run.wait_for(scenario.free("key"), bound(self.engine) + SLACK_S)
@@ -134,9 +136,14 @@ class MisbehavingHandlers:
             calls = run.calls()
             assert recording.duplicates(calls) == 0
             assert recording.order_violations(calls, "key") == []
+            keys = {record.key for record in scenario.records}
+            expected = {key: 1 if key == b"k3" else 6 for key in keys}
+            deadline = time.monotonic() + COMMIT_INTERVAL_S + SLACK_S
             counts = changelog_state(topic, changelog)
-        keys = {record.key for record in scenario.records}
-        assert counts == {key: 1 if key == b"k3" else 6 for key in keys}
+            while counts != expected and time.monotonic() < deadline:
+                time.sleep(0.1)
+                counts = changelog_state(topic, changelog)
+        assert counts == expected
 
     @pytest.mark.parametrize("ordering", ["key", "partition"])
     def test_a_hung_call_at_every_concurrency(

@@ -4,7 +4,10 @@ store contract suite and the chaos tests)."""
 
 from __future__ import annotations
 
+import pytest
+
 from laneway.engines.base import ResultGroup
+from laneway.errors import SourceError
 from laneway.results import Produce
 from laneway.state.records import change_of, changelog_record
 from laneway.state.table import PartitionTable
@@ -40,7 +43,8 @@ class Inner:
         for messages, records in self.groups:
             changes = [change_of(r) for r in records if r[0] == CHANGELOG]
             if changes:
-                writes.append(([m.offset for m in messages], [c[1:] for c in changes]))
+                offsets = [m.offset for m in messages if isinstance(m, Message)]
+                writes.append((offsets, [c[1:] for c in changes]))
         return writes
 
     def close(self, timeout: float) -> None:
@@ -143,3 +147,88 @@ def test_exactly_once_merges_results_and_state_in_one_group() -> None:
     assert messages == [first, second]
     assert [r[0] for r in records] == [OUT, CHANGELOG]
     assert change_of(records[-1]).value == b"2"
+
+
+# -- unlogged changes (a call that changed state and returned nothing else) ----------------
+
+
+class AutoAcknowledging(Inner):
+    """Acknowledges every group written, as the embedded log does at once."""
+
+    def write(self, groups: list[ResultGroup]) -> None:
+        super().write(groups)
+        for messages, _ in groups:
+            self.acknowledged.append(messages[0])
+
+
+def auto_writer() -> tuple[ChangelogResults, AutoAcknowledging, PartitionTable]:
+    inner = AutoAcknowledging()
+    table = PartitionTable(None, {}, 100)
+    tables = {(TOPIC, 0): table, (TOPIC, 1): PartitionTable(None, {}, 100)}
+    return ChangelogResults(inner, tables, TOPIC, CHANGELOG, lambda p: 0, False, 60), inner, table
+
+
+def test_unlogged_changes_are_in_the_changelog_before_a_commit() -> None:
+    w, inner, table = auto_writer()
+    table.keep(b"a", (b"1", 3))
+    table.keep(b"a", (b"2", 5))
+    table.keep(b"b", (b"7", 4))
+    w.log_changes()
+    assert inner.state_writes() == [([], [(b"a", b"2", 5), (b"b", b"7", 4)])]
+    assert table.unlogged == {}
+    assert w.poll() == ([], [])  # the stand-ins are not messages
+    assert w.pending == 0
+
+
+def test_a_commit_waits_for_the_changelog_and_is_skipped_past_the_timeout() -> None:
+    w, inner = writer()
+    table = w._tables[(TOPIC, 0)]
+    table.keep(b"a", (b"1", 3))
+    with pytest.raises(SourceError, match=r"not acknowledged by the changelog in\.state"):
+        w.log_changes(timeout=0.05)
+    [(logged, _)] = inner.groups
+    inner.acknowledged = [logged[0]]
+    w.log_changes(timeout=0.05)  # nothing new: waits for the one outstanding only
+    assert len(inner.groups) == 1
+
+
+def test_a_change_the_changelog_refused_is_written_again_before_the_next_commit() -> None:
+    w, inner = writer()
+    table = w._tables[(TOPIC, 0)]
+    table.keep(b"a", (b"1", 3))
+
+    def refuse(groups: list[ResultGroup]) -> None:
+        inner.groups.extend(groups)
+        inner.failed.extend(Failure(m[0], "ProduceError", "refused", 1) for m, _ in groups)
+
+    inner.write = refuse  # type: ignore[method-assign]
+    with pytest.raises(SourceError, match="1 keys could not be written"):
+        w.log_changes(timeout=1.0)
+    assert table.unlogged == {b"a": (b"1", 3)}
+    assert 0 in w.tainted  # its file takes no checkpoint: it may hold the change already
+    assert w.poll() == ([], [])
+
+
+def test_an_unlogged_change_reaches_the_changelog_before_its_keys_later_record() -> None:
+    """A message with results after unlogged ones of its key: the unlogged change is
+    written first, so the changelog (compaction keeps a key's last record) ends newest."""
+    w, inner, table = auto_writer()
+    table.keep(b"a", (b"1", 3))
+    later = message(5, b"a")
+    w.write([([later], [result(later), change(later, b"2")])])
+    assert inner.state_writes()[0] == ([], [(b"a", b"1", 3)])
+    w.poll()
+    w.poll()
+    writes = [changes for _, changes in inner.state_writes()]
+    assert writes == [[(b"a", b"1", 3)], [(b"a", b"2", 5)]]
+    assert table.unlogged == {}
+
+
+def test_what_settles_while_a_commit_waits_is_handed_on_by_the_next_poll() -> None:
+    w, inner, table = auto_writer()
+    done = message(9, b"z")
+    inner.acknowledged.append(done)
+    table.keep(b"a", (b"1", 3))
+    w.log_changes()
+    assert w.pending == 1
+    assert w.poll() == ([done], [])
