@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from laneway.errors import ConfigError
-from laneway.options import OptionSpec, optional_text
+from laneway.options import OptionSpec, choice_of, names, optional_text
+from laneway.state.files.base import StateBackend
 from laneway.state.store import StateStore
 
 STATE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
     "state_dir": (
         None,
         OptionSpec(
-            "directory of the state store's files (one SQLite file per partition; with "
+            "directory of the state store's files (one file per partition; with "
             "--members, member i uses DIR/member-i); with --state-changelog the handler is "
             "called as handler(message, state)",
             optional_text,
@@ -28,6 +29,16 @@ STATE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
             "missing, co-partitioned with the input); needs --state-dir",
             optional_text,
             "text",
+        ),
+    ),
+    "state_backend": (
+        StateBackend.SQLITE.value,
+        OptionSpec(
+            "what keeps the state files: sqlite (the standard library's) or lmdb (pip "
+            "install laneway[lmdb]; restores and checkpoints about 4x faster)",
+            choice_of(StateBackend),
+            "choice",
+            choices=names(StateBackend),
         ),
     ),
 }
@@ -51,4 +62,4 @@ def store_of(values: Mapping[str, Any], member: int | None = None) -> StateStore
     path = Path(directory)
     if member is not None:
         path = path / f"member-{member}"
-    return StateStore(path, changelog)
+    return StateStore(path, changelog, backend=values.get("state_backend", StateBackend.SQLITE))

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from laneway.errors import ConfigError
-from laneway.options import duration, number
+from laneway.options import choice, duration, number
 from laneway.sources.topic_names import check_topic_name
 from laneway.state.codec import StateCodec
+from laneway.state.files.base import StateBackend, file_name
 from laneway.state.table import PartitionTable
 from laneway.types import PartitionId
 
@@ -25,9 +26,11 @@ class StateStore:
 
     ``laneway.Consumer(source, apply, state=StateStore("./state", changelog="ledger.balances"))``
     calls ``apply(message, state)`` with the :class:`~laneway.state.state.State` of the
-    message's key. ``path`` is a directory for one SQLite file per partition (a cache of
-    the changelog that makes restores short; ``None``: in memory, every start restores in
-    full); ``changelog`` a compacted topic with the input's partition count (created when
+    message's key. ``path`` is a directory for one file per partition (a cache of the
+    changelog that makes restores short; ``None``: in memory, every start restores in
+    full), kept by ``backend`` (``"sqlite"``, the default, or ``"lmdb"`` with
+    ``pip install laneway[lmdb]``: see :class:`~laneway.state.files.base.StateBackend`);
+    ``changelog`` a compacted topic with the input's partition count (created when
     missing and ``create_changelog``; one with another count or not compacted is a
     ConfigError naming it). ``serializer``: a :mod:`laneway.serde` codec for the values
     (default JSON). One input topic per store: its partition *n*'s state is in changelog
@@ -49,6 +52,7 @@ class StateStore:
         create_changelog: bool = True,
         cached_keys: int = CACHED_KEYS,
         checkpoint_interval: float = CHECKPOINT_INTERVAL,
+        backend: StateBackend | str = StateBackend.SQLITE,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise ConfigError(
@@ -66,20 +70,22 @@ class StateStore:
         self.cached_keys = int(number()(cached_keys, "StateStore cached_keys") or 1)
         interval = duration()(checkpoint_interval, "StateStore checkpoint_interval")
         self.checkpoint_interval = float(interval or CHECKPOINT_INTERVAL)
+        self.backend = choice(StateBackend, backend, "StateStore backend")
 
     def table(self, pid: PartitionId, group: str) -> PartitionTable:
         """Open the state of input partition ``pid`` for ``group`` (its file, if any)."""
         topic, partition = pid
         file = None
         if self.path is not None:
-            file = self.path / _safe(group) / _safe(self.changelog) / f"{partition}.sqlite"
+            name = file_name(self.backend, partition)
+            file = self.path / _safe(group) / _safe(self.changelog) / name
         identity = {
             "group": group,
             "topic": topic,
             "changelog": self.changelog,
             "partition": str(partition),
         }
-        return PartitionTable(file, identity, self.cached_keys)
+        return PartitionTable(file, identity, self.cached_keys, self.backend)
 
     def __repr__(self) -> str:
         where = "memory" if self.path is None else str(self.path)

@@ -1,6 +1,7 @@
-"""PartitionTable: one partition's state, an SQLite file with the keys in use in memory.
+"""PartitionTable: one partition's state, a local file with the keys in use in memory.
 
-The file (``<state dir>/<changelog>/<partition>.sqlite``) is a *cache of the changelog*: it
+The file (``<state dir>/<group>/<changelog>/<partition>.sqlite``, or ``.lmdb``: see
+:mod:`laneway.state.files.base`) is a *cache of the changelog*: it
 only ever holds values the changelog has (acknowledged, or committed with exactly-once),
 and its ``checkpoint`` is the changelog offset up to which it reflects the changelog, so a
 restore reads only the changelog after it. What handlers change is kept in memory (the
@@ -16,16 +17,15 @@ waiting for it or sharing it.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from laneway.logs import get_logger
+from laneway.state.files.base import StateBackend, StateFile, open_file
 from laneway.state.records import Entry
 
 log = get_logger(__name__)
@@ -35,24 +35,15 @@ FORMAT = "1"
 _ABSENT: Entry = (None, -1)
 """What a read caches for a key the partition has no state for."""
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS state "
-    "(key BLOB PRIMARY KEY, value BLOB, offset INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-)
-_UPSERT = (
-    "INSERT INTO state (key, value, offset) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-    "value = excluded.value, offset = excluded.offset WHERE excluded.offset >= state.offset"
-)
-
 
 class PartitionTable:
     """The state of one input partition (see the module docs).
 
     Handler threads call :meth:`get` and :meth:`put`; the control thread :meth:`flush`;
     the restorer :meth:`load`. Tuning: ``cached_keys`` bounds the keys kept in memory
-    (clean ones are dropped past it and read from the file again: an SQLite read costs a
-    few microseconds, a read from memory a tenth of one).
+    (clean ones are dropped past it and read from the file again: a read from the file
+    costs a few microseconds, a read from memory a tenth of one); ``backend`` keeps the
+    file (:class:`~laneway.state.files.base.StateBackend`).
     """
 
     def __init__(
@@ -60,6 +51,7 @@ class PartitionTable:
         path: Path | None,
         identity: Mapping[str, str],
         cached_keys: int,
+        backend: StateBackend = StateBackend.SQLITE,
     ) -> None:
         self.path = path
         self._identity = {**identity, "format": FORMAT}
@@ -75,9 +67,9 @@ class PartitionTable:
         self._lock_file: int | None = None
         self.why_full: str | None = None
         """Why the file cannot be used as it is (a full restore follows), ``None`` if it can."""
-        self._db = self._open(path)
+        self._file = self._open(path, backend)
 
-    def _open(self, path: Path | None) -> sqlite3.Connection:
+    def _open(self, path: Path | None, backend: StateBackend) -> StateFile:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -94,19 +86,17 @@ class PartitionTable:
                 path = self.path = None
             else:
                 self._lock_file = fd
-        db = sqlite3.connect(
-            ":memory:" if path is None else str(path), check_same_thread=False, isolation_level=None
-        )
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA:
-            db.execute(statement)
+        try:
+            file = open_file(backend, path)
+        except BaseException:
+            self._unlock()
+            raise
         if path is not None and self.why_full is None:
-            self.why_full = self._check(db)
-        return db
+            self.why_full = self._check(file)
+        return file
 
-    def _check(self, db: sqlite3.Connection) -> str | None:
-        meta = dict(db.execute("SELECT name, value FROM meta").fetchall())
+    def _check(self, file: StateFile) -> str | None:
+        meta = file.meta()
         if not meta:
             return "it has no state file yet"
         for name, wanted in self._identity.items():
@@ -125,10 +115,7 @@ class PartitionTable:
         if entry is not None:
             return entry
         with self._lock:
-            row = self._db.execute(
-                "SELECT value, offset FROM state WHERE key = ?", (key,)
-            ).fetchone()
-            entry = _ABSENT if row is None else (row[0], row[1])
+            entry = self._file.read(key) or _ABSENT
             if len(self.cached) >= self._cached_keys + len(self._dirty):
                 # Only clean keys are dropped (the dirty ones are not in the file yet), and
                 # only once cached_keys more were read: with more dirty keys than
@@ -174,20 +161,21 @@ class PartitionTable:
     @property
     def checkpoint(self) -> int:
         """The changelog offset the file reflects the changelog up to (0: nothing yet)."""
-        row = self._db.execute("SELECT value FROM meta WHERE name = 'checkpoint'").fetchone()
-        return 0 if row is None or self.why_full else int(row[0])
+        with self._lock:
+            checkpoint = self._file.meta().get("checkpoint")
+        return 0 if checkpoint is None or self.why_full else int(checkpoint)
 
     @property
     def checkpoint_age(self) -> float:
         """Seconds since the checkpoint was taken (0 without one)."""
-        row = self._db.execute("SELECT value FROM meta WHERE name = 'checkpoint_time'").fetchone()
-        return 0.0 if row is None else max(0.0, time.time() - float(row[0]))
+        with self._lock:
+            taken = self._file.meta().get("checkpoint_time")
+        return 0.0 if taken is None else max(0.0, time.time() - float(taken))
 
     def clear(self, why: str) -> None:
         """Forget the file's content (a full restore follows)."""
         with self._lock:
-            self._db.execute("DELETE FROM state")
-            self._db.execute("DELETE FROM meta")
+            self._file.clear()
             self.cached.clear()
             self._dirty.clear()
             self.unlogged.clear()
@@ -197,9 +185,7 @@ class PartitionTable:
         """Write changelog records ``(key, value, offset)`` into the file (restore), the
         highest offset per key winning."""
         with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany(_UPSERT, entries)
-            self._db.execute("COMMIT")
+            self._file.write(entries)
 
     def flush(
         self, entries: Iterable[tuple[bytes, bytes | None, int]], checkpoint: int | None
@@ -208,15 +194,12 @@ class PartitionTable:
         bring it up to (``None``: keep the checkpoint), in one SQLite transaction; entries
         not changed since are no longer dirty."""
         written = list(entries)
+        meta = None
+        if checkpoint is not None:
+            meta = {**self._identity, "checkpoint": str(checkpoint),
+                    "checkpoint_time": repr(time.time())}  # fmt: skip
         with self._lock:
-            db = self._db
-            db.execute("BEGIN")
-            db.executemany(_UPSERT, written)
-            if checkpoint is not None:
-                meta = {**self._identity, "checkpoint": str(checkpoint),
-                        "checkpoint_time": repr(time.time())}  # fmt: skip
-                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
-            db.execute("COMMIT")
+            self._file.write(written, meta)
             dirty = self._dirty
             for key, _value, offset in written:
                 kept = dirty.get(key)
@@ -228,13 +211,15 @@ class PartitionTable:
     def keys(self) -> int:
         """How many keys have state in the file."""
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM state").fetchone()[0])
+            return self._file.count()
 
     def close(self) -> None:
         """Close the file and release its lock (idempotent)."""
         with self._lock:
-            with contextlib.suppress(sqlite3.Error):
-                self._db.close()
-            if self._lock_file is not None:
-                os.close(self._lock_file)
-                self._lock_file = None
+            self._file.close()
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_file is not None:
+            os.close(self._lock_file)
+            self._lock_file = None

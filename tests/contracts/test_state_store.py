@@ -69,17 +69,22 @@ def test_every_engine_counts_exactly(
     assert changelog_state(topic, changelog) == expected(records)
 
 
+BACKENDS = ["sqlite", "lmdb"]
+"""The state file backends (laneway.state.files): the file tests run on each."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", SOURCES)
 def test_a_restart_restores_from_the_checkpoint(
-    make_topic: Any, kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_topic: Any, kind: str, backend: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = make_topic(kind, PARTITIONS)
     first = inputs(400)
     topic.produce(first)
     changelog = f"{topic.name}.counts"
-    store = laneway.StateStore(tmp_path, changelog=changelog)
+    store = laneway.StateStore(tmp_path, changelog=changelog, backend=backend)
     consume(topic, store, len(first), engine="sync")
-    files = sorted(tmp_path.rglob("*.sqlite"))
+    files = sorted(tmp_path.rglob(f"*.{backend}"))
     assert len(files) == PARTITIONS
     second = inputs(200, start=400)
     topic.produce(second)
@@ -91,26 +96,28 @@ def test_a_restart_restores_from_the_checkpoint(
     assert changelog_state(topic, changelog) == expected(first + second)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", SOURCES)
 def test_a_missing_or_foreign_file_restores_in_full(
-    make_topic: Any, kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_topic: Any, kind: str, backend: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = make_topic(kind, PARTITIONS)
     first = inputs(300)
     topic.produce(first)
     changelog = f"{topic.name}.counts"
-    consume(topic, laneway.StateStore(tmp_path / "a", changelog=changelog), len(first))
+    store = laneway.StateStore(tmp_path / "a", changelog=changelog, backend=backend)
+    consume(topic, store, len(first))
     # Partition 1's file replaced by partition 0's (a volume mixed up), partition 2's gone.
     folder = tmp_path / "a" / "counters" / changelog
-    for suffix in ("", "-wal", "-shm"):
-        (folder / f"1.sqlite{suffix}").unlink(missing_ok=True)
-        (folder / f"2.sqlite{suffix}").unlink(missing_ok=True)
-    shutil.copy(folder / "0.sqlite", folder / "1.sqlite")
+    for suffix in ("", "-wal", "-shm", "-lock"):
+        (folder / f"1.{backend}{suffix}").unlink(missing_ok=True)
+        (folder / f"2.{backend}{suffix}").unlink(missing_ok=True)
+    shutil.copy(folder / f"0.{backend}", folder / f"1.{backend}")
     second = inputs(120, start=300)
     topic.produce(second)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="laneway.state"):
-        consume(topic, laneway.StateStore(tmp_path / "a", changelog=changelog), len(second))
+        consume(topic, store, len(second))
     assert caplog.text.count("full restore") == 2
     assert "its file is for partition '0', not '1'" in caplog.text
     assert "it has no state file yet" in caplog.text
@@ -249,6 +256,8 @@ def test_bad_settings_are_config_errors(tmp_path: Path) -> None:
         laneway.Consumer(log.subscribe(["t"], "g"), state_handlers.count, state="./state")
     with pytest.raises(laneway.ConfigError, match="StateStore changelog"):
         laneway.StateStore(tmp_path, changelog="bad name")
+    with pytest.raises(laneway.ConfigError, match=r"StateStore backend='rocks' .*'lmdb'"):
+        laneway.StateStore(tmp_path, changelog="t.state", backend="rocks")
     log.create_topic("u", partitions=1)
     consumer = laneway.Consumer(
         log.subscribe(["t", "u"], "g"), state_handlers.count, state=store, handle_signals=False

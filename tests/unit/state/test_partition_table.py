@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from laneway.state.files.base import StateBackend, file_name
 from laneway.state.table import PartitionTable
 
+BACKENDS = pytest.mark.parametrize("backend", list(StateBackend), ids=lambda b: b.value)
 
-def test_reads_past_cached_keys_come_back_from_the_file(tmp_path: Path) -> None:
-    table = PartitionTable(tmp_path / "0.sqlite", {"group": "g"}, cached_keys=10)
+
+@BACKENDS
+def test_reads_past_cached_keys_come_back_from_the_file(
+    backend: StateBackend, tmp_path: Path
+) -> None:
+    table = PartitionTable(tmp_path / file_name(backend, 0), {"group": "g"}, 10, backend)
     table.load((b"k%d" % i, b"%d" % i, i) for i in range(100))
     for i in range(100):
         assert table.get(b"k%d" % i) == (b"%d" % i, i)
@@ -19,8 +27,11 @@ def test_reads_past_cached_keys_come_back_from_the_file(tmp_path: Path) -> None:
     table.close()
 
 
-def test_dirty_keys_stay_and_do_not_rebuild_the_cache_on_every_read(tmp_path: Path) -> None:
-    table = PartitionTable(tmp_path / "0.sqlite", {"group": "g"}, cached_keys=10)
+@BACKENDS
+def test_dirty_keys_stay_and_do_not_rebuild_the_cache_on_every_read(
+    backend: StateBackend, tmp_path: Path
+) -> None:
+    table = PartitionTable(tmp_path / file_name(backend, 0), {"group": "g"}, 10, backend)
     for i in range(50):  # changed, not yet in the changelog: they cannot be dropped
         table.put(b"d%d" % i, (b"x", i))
     for i in range(100):

@@ -1,0 +1,1 @@
+"""The local files of a state store, one module per backend (see :mod:`.base`)."""
