@@ -1,4 +1,5 @@
-"""``laneway run --state-dir DIR --state-changelog TOPIC`` with a counting handler, then
+"""``laneway run --state-dir DIR --state-changelog TOPIC`` with a counting handler (on Kafka
+with ``--state-backend lmdb``), then
 ``laneway state get`` and ``dump`` reading what it counted back from the changelog, on a
 durable embedded log and on a real Kafka broker, through the real CLI."""
 
@@ -117,7 +118,10 @@ def test_run_with_state_then_read_it_on_kafka(kafka_bootstrap: str, tmp_path: Pa
     service = Service(tmp_path, "state_handlers:count", [SUPPORT])
     where = ["--bootstrap-servers", kafka_bootstrap]
     state = ["--state-dir", str(tmp_path / "state"), "--state-changelog", changelog]
+    state += ["--state-backend", "lmdb"]  # the embedded case runs the default, SQLite
     args = ["--group", unique_name("g"), "--topic", topic, "--config", str(service.kafka_file)]
     run_until_finished(service, len({partition for partition, _ in written}), *args, *where, *state)
     expected = counts_of(keys, [partition for partition, _ in written])
     check_state_commands(where, changelog, expected, tmp_path)
+    assert list((tmp_path / "state").rglob("*.lmdb")), "no LMDB state file was written"
+    assert not list((tmp_path / "state").rglob("*.sqlite"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -16,6 +17,18 @@ MAP_SIZE = 1 << 40
 _OFFSET = struct.Struct(">q")
 _DELETED = b"\x00"
 _VALUE = b"\x01"
+
+
+LONGEST_KEY = 500
+"""Longer keys are stored under their SHA-256 (LMDB refuses keys over 511 bytes)."""
+
+
+def _key(key: bytes) -> bytes:
+    """Where ``key``'s row is: a prefix byte (LMDB refuses the empty key, the keyless
+    messages' state) and the key, or its SHA-256 when it is long."""
+    if len(key) <= LONGEST_KEY:
+        return b"k" + key
+    return b"h" + hashlib.sha256(key).digest()
 
 
 def _pack(value: bytes | None, offset: int) -> bytes:
@@ -49,16 +62,17 @@ class LmdbFile:
 
     def read(self, key: bytes) -> Entry | None:
         with self._env.begin(db=self._rows) as txn:
-            packed = txn.get(key)
+            packed = txn.get(_key(key))
         return None if packed is None else _unpack(packed)
 
     def write(self, rows: Iterable[Row], meta: Mapping[str, str] | None = None) -> None:
         with self._env.begin(write=True, db=self._rows) as txn:
             get, put = txn.get, txn.put
             for key, value, offset in rows:
-                known = get(key)
+                where = _key(key)
+                known = get(where)
                 if known is None or _OFFSET.unpack_from(known)[0] <= offset:
-                    put(key, _pack(value, offset))
+                    put(where, _pack(value, offset))
             for name, text in (meta or {}).items():
                 txn.put(name.encode(), text.encode(), db=self._meta)
 

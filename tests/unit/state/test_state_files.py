@@ -39,6 +39,20 @@ def test_a_file_keeps_the_newest_row_per_key_and_its_names(
     file.close()  # idempotent
 
 
+@pytest.mark.parametrize("backend", BACKENDS, ids=[b.value for b in BACKENDS])
+def test_the_empty_key_and_long_keys_are_kept(backend: StateBackend, tmp_path: Path) -> None:
+    """The keyless messages' state is the empty key; Kafka keys may be far longer than
+    LMDB's 511 bytes."""
+    file = open_file(backend, tmp_path / file_name(backend, 0))
+    long, longer = b"x" * 2_000, b"x" * 1_999 + b"y"
+    file.write([(b"", b"keyless", 1), (long, b"long", 2), (longer, b"longer", 3)])
+    assert file.read(b"") == (b"keyless", 1)
+    assert file.read(long) == (b"long", 2)
+    assert file.read(longer) == (b"longer", 3)
+    assert file.count() == 3
+    file.close()
+
+
 def test_lmdb_files_are_named_apart_from_sqlite_ones() -> None:
     assert file_name(StateBackend.LMDB, 0) == "0.lmdb"
     assert file_name(StateBackend.SQLITE, 0) == "0.sqlite"
