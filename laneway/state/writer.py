@@ -370,7 +370,16 @@ class ChangelogResults:
             table = self._tables.get((self._topic, partition))
             if table is None or partition in self.tainted:
                 continue
-            table.flush(((k, v, o) for k, (v, o) in changes.items()), self._end_of(partition))
+            try:
+                table.flush(((k, v, o) for k, (v, o) in changes.items()), self._end_of(partition))
+            except Exception as error:  # a full disk, a damaged file: the changelog has it all
+                self.tainted.add(partition)
+                log.error(
+                    "state of %s[%d]: its file could not take a checkpoint (%s: %s); it takes "
+                    "no more until the partition is restored again (a restart restores it "
+                    "from the changelog)",
+                    self._topic, partition, type(error).__name__, error,
+                )  # fmt: skip
 
     def close(self, timeout: float) -> None:
         self._inner.close(timeout)

@@ -41,9 +41,13 @@ class SqliteFile:
     def write(self, rows: Iterable[Row], meta: Mapping[str, str] | None = None) -> None:
         db = self._db
         db.execute("BEGIN")
-        db.executemany(_UPSERT, rows)
-        if meta:
-            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+        try:
+            db.executemany(_UPSERT, rows)
+            if meta:
+                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
         db.execute("COMMIT")
 
     def meta(self) -> dict[str, str]:

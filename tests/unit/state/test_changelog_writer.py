@@ -232,3 +232,23 @@ def test_what_settles_while_a_commit_waits_is_handed_on_by_the_next_poll() -> No
     w.log_changes()
     assert w.pending == 1
     assert w.poll() == ([done], [])
+
+
+def test_a_checkpoint_that_fails_is_logged_and_the_file_takes_no_more() -> None:
+    """The file is only a cache of the changelog: a full disk must not end the run."""
+    w, _ = writer(transactional=True)
+    table = w._tables[(TOPIC, 0)]
+    tries: list[object] = []
+
+    def full(*args: object) -> None:
+        tries.append(args)
+        raise OSError(28, "No space left on device")
+
+    table.flush = full  # type: ignore[method-assign,assignment]
+    m = message(3, b"a")
+    w.write([([m], [change(m, b"1")])])
+    w.committed()
+    assert w.tainted == {0}
+    w.write([([message(4, b"a")], [change(message(4, b"a"), b"2")])])
+    w.committed()
+    assert len(tries) == 1  # no second try until the partition is restored again

@@ -4,6 +4,7 @@ and what it held after it is closed and opened again."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,23 @@ def test_the_empty_key_and_long_keys_are_kept(backend: StateBackend, tmp_path: P
 def test_lmdb_files_are_named_apart_from_sqlite_ones() -> None:
     assert file_name(StateBackend.LMDB, 0) == "0.lmdb"
     assert file_name(StateBackend.SQLITE, 0) == "0.sqlite"
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=[b.value for b in BACKENDS])
+def test_a_write_that_fails_leaves_the_file_as_it_was(
+    backend: StateBackend, tmp_path: Path
+) -> None:
+    file = open_file(backend, tmp_path / file_name(backend, 0))
+    file.write([(b"a", b"1", 1)], {"checkpoint": "1"})
+
+    def rows() -> Iterator[tuple[bytes, bytes | None, int]]:
+        yield (b"a", b"2", 2)
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        file.write(rows(), {"checkpoint": "2"})
+    assert file.read(b"a") == (b"1", 1)
+    assert file.meta() == {"checkpoint": "1"}
+    file.write([(b"b", b"3", 3)])  # the file is usable again
+    assert file.count() == 2
+    file.close()
