@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from laneway.sources.kafka.source import KafkaSource
     from laneway.sources.share.settings import StartAt
     from laneway.sources.share.source import KafkaShareSource
+    from laneway.state.files.base import StateBackend
     from laneway.state.handler import States
     from laneway.state.state import State
     from laneway.state.store import StateStore
@@ -109,6 +110,7 @@ _EXPORTS = {
     "SourceError": "laneway.errors",
     "Stall": "laneway.types",
     "State": "laneway.state.state",
+    "StateBackend": "laneway.state.files.base",
     "StateStore": "laneway.state.store",
     "States": "laneway.state.handler",
     "StallAction": "laneway.options",
@@ -158,6 +160,7 @@ __all__ = [
     "StallAction",
     "StartAt",
     "State",
+    "StateBackend",
     "StateStore",
     "States",
     "SyncHandler",

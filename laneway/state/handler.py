@@ -104,10 +104,12 @@ def stateful(
     batched: bool,
     is_async: bool,
     unlogged: bool = True,
+    on_control_thread: bool = False,
 ) -> Callable[..., Any]:
     """What the sync, thread and async engines call for the stateful ``handler`` (see the
     module docs); ``typed``: messages come as decoded records whose view the handler gets;
-    ``unlogged``: a call that returns no results may keep its change unlogged.
+    ``unlogged``: a call that returns no results may keep its change unlogged;
+    ``on_control_thread``: the handler runs on the consumer's control thread (sync engine).
 
     This runs for every message: the read is one dict lookup when the key is cached, and
     a call that leaves the state alone costs nothing more."""
@@ -179,7 +181,11 @@ def stateful(
             return result
         value = state._value
         if result is None and unlogged_ok[0]:
-            table.keep(key, (None if value is None else encode(value), offset))
+            entry = (None if value is None else encode(value), offset)
+            if on_control_thread:
+                table.keep_here(key, entry)
+            else:
+                table.keep(key, entry)
             return None
         unlogged_ok[0] = False
         records = None if result is None else records_of(result)  # a bad return keeps nothing

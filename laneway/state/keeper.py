@@ -128,6 +128,7 @@ class StateKeeper:
             typed=value is not None or key is not None,
             batched=batched,
             is_async=engine is EngineKind.ASYNC,
+            on_control_thread=engine is EngineKind.SYNC,
             unlogged=not self._traced,  # a traced change goes with its message's trace
         )
 

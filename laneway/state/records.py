@@ -26,6 +26,8 @@ KEYLESS = b""
 Entry = tuple[bytes | None, int]
 """A key's state as kept: its serialized value (``None``: deleted) and the input offset that
 last changed it."""
+Row = tuple[bytes, bytes | None, int]
+"""A key with its :data:`Entry`, as a state file writes it."""
 
 
 def changelog_record(

@@ -29,7 +29,7 @@ class StateStore:
     message's key. ``path`` is a directory for one file per partition (a cache of the
     changelog that makes restores short; ``None``: in memory, every start restores in
     full), kept by ``backend`` (``"sqlite"``, the default, or ``"lmdb"`` with
-    ``pip install laneway[lmdb]``: see :class:`~laneway.state.files.base.StateBackend`);
+    ``pip install laneway[lmdb]``: see :class:`~laneway.StateBackend`);
     ``changelog`` a compacted topic with the input's partition count (created when
     missing and ``create_changelog``; one with another count or not compacted is a
     ConfigError naming it). ``serializer``: a :mod:`laneway.serde` codec for the values

@@ -139,6 +139,13 @@ class PartitionTable:
             self._dirty[key] = entry
             self.unlogged[key] = entry
 
+    def keep_here(self, key: bytes, entry: Entry) -> None:
+        """:meth:`keep` without the lock, for a handler on the thread that takes the
+        unlogged changes (the sync engine's: nothing else changes the table meanwhile)."""
+        self.cached[key] = entry
+        self._dirty[key] = entry
+        self.unlogged[key] = entry
+
     def take_unlogged(self, key: bytes | None = None) -> dict[bytes, Entry]:
         """The unlogged changes (of ``key`` only, when given), no longer unlogged."""
         with self._lock:

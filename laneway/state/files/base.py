@@ -17,10 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from laneway.state.records import Entry
-
-Row = tuple[bytes, bytes | None, int]
-"""A key, its serialized value (``None``: deleted) and the input offset that made it."""
+from laneway.state.records import Entry, Row
 
 
 class StateBackend(str, enum.Enum):

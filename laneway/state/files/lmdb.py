@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from laneway.errors import ConfigError
-from laneway.state.files.base import Row
-from laneway.state.records import Entry
+from laneway.state.records import Entry, Row
 
 MAP_SIZE = 1 << 40
 """The largest a file may grow (address space reserved, not disk: LMDB maps the file)."""

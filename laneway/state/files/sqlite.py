@@ -7,8 +7,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from laneway.state.files.base import Row
-from laneway.state.records import Entry
+from laneway.state.records import Entry, Row
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS state "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from laneway.results import Produce
 from laneway.state.codec import StateCodec
 from laneway.state.handler import stateful
@@ -24,17 +26,18 @@ def counting(message: Message, state: State[int]) -> Any:
     return Produce("in.out", message.value) if message.value == b"result" else None
 
 
-def wrapped(unlogged: bool = True) -> tuple[Any, PartitionTable]:
+def wrapped(unlogged: bool = True, sync: bool = False) -> tuple[Any, PartitionTable]:
     table = PartitionTable(None, {}, 100)
     call = stateful(
         counting, {(TOPIC, 0): table}, StateCodec(None, CHANGELOG), CHANGELOG,
-        typed=False, batched=False, is_async=False, unlogged=unlogged,
+        typed=False, batched=False, is_async=False, unlogged=unlogged, on_control_thread=sync,
     )  # fmt: skip
     return call, table
 
 
-def test_a_change_without_results_is_kept_unlogged() -> None:
-    call, table = wrapped()
+@pytest.mark.parametrize("sync", [False, True], ids=["worker-thread", "control-thread"])
+def test_a_change_without_results_is_kept_unlogged(sync: bool) -> None:
+    call, table = wrapped(sync=sync)
     assert call(Message(TOPIC, 0, 0, b"a", b"v")) is None
     assert call(Message(TOPIC, 0, 1, b"a", b"v")) is None
     assert table.unlogged == {b"a": (b"2", 1)}
