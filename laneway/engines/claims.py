@@ -90,29 +90,35 @@ class Claim:
 
 
 def take_back_slow(claims: Iterable[Claim], scheduler: LaneScheduler, now: float) -> int:
-    """:func:`take_back` from every claim of several lanes that has unstarted messages and
-    has run ``GIVE_BACK_AFTER`` seconds or more by ``now``; how many messages went back.
-    Call from the engine's watcher, with its lock held, in an ordered mode."""
-    returned = 0
+    """:func:`take_back` from every claim that still holds several lanes and has run
+    ``GIVE_BACK_AFTER`` seconds or more by ``now``; how many lanes it released (wake
+    workers for them when any). A claim whose messages have all started is taken back
+    too: its lanes other than the one in hand are released, or a lane whose messages
+    finished early in the claim would wait behind a later call of it that hangs. Call
+    from the engine's watcher, with its lock held, in an ordered mode."""
+    released = 0
     for claim in claims:
-        if len(claim.lanes) > 1 and claim.run and now - claim.started >= GIVE_BACK_AFTER:
-            returned += take_back(claim, scheduler)
-    return returned
+        if len(claim.lanes) > 1 and now - claim.started >= GIVE_BACK_AFTER:
+            held = len(claim.lanes)
+            take_back(claim, scheduler)
+            released += held - len(claim.lanes)
+    return released
 
 
 def take_back(claim: Claim, scheduler: LaneScheduler) -> int:
-    """Give the unstarted messages of ``claim`` back to ``scheduler``: at the front of
-    their lanes, which are released, all but the lane of the message the claim's worker
-    may be running (it releases that one). Returns how many messages went back. Call with
-    the engine's lock held, on an ordered claim of several lanes."""
+    """Give the unstarted messages of ``claim`` back to ``scheduler``, at the front of
+    their lanes, and release every lane of the claim but the one of the message its
+    worker may be running (the worker releases that one). Returns how many messages went
+    back. Call with the engine's lock held, on an ordered claim of several lanes."""
     returned = unstarted(claim.run)
-    if not returned:
-        return 0
-    in_hand = len(claim.messages) - len(returned) - 1
-    kept = scheduler.lane(claim.messages[in_hand]) if in_hand >= 0 else None
     claim.returned += len(returned)
-    scheduler.put_back(returned)
-    scheduler.release_all([lane for lane in claim.lanes if lane != kept])
+    ran = claim.ran()  # started ones are a prefix: messages go back from the right only
+    kept = scheduler.lane(claim.messages[ran - 1]) if ran > 0 else None
+    if returned:
+        scheduler.put_back(returned)
+    released = [lane for lane in claim.lanes if lane != kept]
+    if released:
+        scheduler.release_all(released)
     claim.lanes = [] if kept is None else [kept]
     return len(returned)
 

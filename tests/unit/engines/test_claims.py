@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laneway.engines.async_engine import AsyncEngine
-from laneway.engines.claims import Claim, HandlerCost, steal_claimed, take_back
+from laneway.engines.claims import (
+    GIVE_BACK_AFTER,
+    Claim,
+    HandlerCost,
+    steal_claimed,
+    take_back,
+    take_back_slow,
+)
 from laneway.engines.invoker import Invoker
 from laneway.engines.lanes import LaneScheduler
 from laneway.options import Ordering
@@ -87,6 +94,21 @@ def test_a_slow_claim_gives_back_its_unstarted_lanes_but_the_running_one() -> No
     s.release_all(claim.lanes)
     [(lane, rest)] = s.claim_lanes(100)
     assert lane == s.lane(running) and [m.offset for m in rest] == [1]
+
+
+def test_a_slow_claim_whose_messages_all_started_releases_its_finished_lanes() -> None:
+    """Found by the claims model (hypothesis): a0 ran and finished, b0 then hung; a1,
+    fetched meanwhile, waited in lane a, still held by the claim, behind b0's call."""
+    s = LaneScheduler(Ordering.KEY, workers=2)
+    s.add(keyed("a", "b"))
+    claim = Claim(s.claim_lanes(100), 0.0)
+    claim.run.popleft()  # a0 ran and finished
+    s.add(keyed("a", first=2))
+    running = claim.run.popleft()  # the thread is inside b0's call
+    assert take_back_slow([claim], s, GIVE_BACK_AFTER) == 1
+    assert claim.lanes == [s.lane(running)]
+    [(_, run)] = s.claim_lanes(100)
+    assert keys_of(run) == ["a"] and run[0].offset == 2
 
 
 def test_a_claim_given_back_before_its_thread_started_keeps_no_lane() -> None:
