@@ -62,4 +62,4 @@ def store_of(values: Mapping[str, Any], member: int | None = None) -> StateStore
     path = Path(directory)
     if member is not None:
         path = path / f"member-{member}"
-    return StateStore(path, changelog, backend=values.get("state_backend", StateBackend.SQLITE))
+    return StateStore(path, changelog, backend=values["state_backend"])

@@ -135,9 +135,7 @@ class PartitionTable:
         """:meth:`put`, the change also *unlogged*: not in the changelog yet, written there
         before the next commit (see :mod:`laneway.state.writer`)."""
         with self._lock:
-            self.cached[key] = entry
-            self._dirty[key] = entry
-            self.unlogged[key] = entry
+            self.keep_here(key, entry)
 
     def keep_here(self, key: bytes, entry: Entry) -> None:
         """:meth:`keep` without the lock, for a handler on the thread that takes the
