@@ -18,7 +18,14 @@ import kafka_helpers
 import psutil
 import pytest
 import recording
-from chaos_harness import ChildProcess, Progress, chaos_seed, check_run, wait_until
+from chaos_harness import (
+    ChildProcess,
+    Progress,
+    chaos_seed,
+    check_run,
+    spawned_children,
+    wait_until,
+)
 
 from laneway.engines.process.batching import MAX_BATCH, PIPELINE
 
@@ -32,15 +39,7 @@ MAX_BUFFERED = 2_000
 
 def worker_pids(consumer_pid: int, record_dir: Path) -> list[int]:
     """Live worker processes of the consumer that have handled messages already."""
-    workers = []
-    for child in psutil.Process(consumer_pid).children():
-        try:
-            spawned = any("spawn_main" in part for part in child.cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if spawned and (record_dir / f"{child.pid}.log").exists():
-            workers.append(child.pid)
-    return workers
+    return [pid for pid in spawned_children(consumer_pid) if (record_dir / f"{pid}.log").exists()]
 
 
 @pytest.mark.kafka

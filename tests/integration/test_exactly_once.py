@@ -10,6 +10,7 @@ none of its records become visible. The crash and rebalance proof is
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -17,9 +18,8 @@ from typing import Any
 
 import kafka_helpers
 import process_handlers
-import psutil
 import pytest
-from chaos_harness import run_bounded
+from chaos_harness import run_bounded, spawned_children
 from cluster import wait_for
 from confluent_kafka import Consumer, Producer
 from topics import AssignmentListener, EmbeddedTopic, KafkaTopic, LogTopic
@@ -221,18 +221,6 @@ def test_a_fenced_kafka_zombie_aborts_and_shows_nothing(kafka_bootstrap: str) ->
     assert kafka_helpers.committed_offsets(kafka_bootstrap, group, topic) == {0: (2, "")}
 
 
-def spawned_workers() -> set[int]:
-    """This process's live process-engine workers (spawned children)."""
-    workers = set()
-    for child in psutil.Process().children():
-        try:
-            if any("spawn_main" in part for part in child.cmdline()):
-                workers.add(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return workers
-
-
 def members(bootstrap: str, group: str) -> int:
     admin = kafka_helpers.admin_client(bootstrap)  # kept: its futures die with it
     return len(admin.describe_consumer_groups([group])[group].result(timeout=30).members)
@@ -250,7 +238,7 @@ def test_a_fenced_member_leaves_its_group_and_stops_its_workers(kafka_bootstrap:
     topic.produce(inputs(20_000))
     group = kafka_helpers.unique_name("eos-fenced")
     tid = f"{group}-member"
-    before = spawned_workers()
+    before = spawned_children(os.getpid())
     consumer = laneway.Consumer(
         laneway.KafkaSource(
             kafka_bootstrap, group, [topic.name], {"group.protocol": "consumer"},
@@ -283,4 +271,4 @@ def test_a_fenced_member_leaves_its_group_and_stops_its_workers(kafka_bootstrap:
     assert isinstance(outcome, laneway.TransactionError), repr(outcome)
     assert consumer.stats().processed < 20_000, "fenced too late to prove anything"
     wait_for("the group empty", lambda: members(kafka_bootstrap, group) == 0, 10.0)
-    wait_for("the workers gone", lambda: not spawned_workers() - before, 10.0)
+    wait_for("the workers gone", lambda: not spawned_children(os.getpid()) - before, 10.0)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import recording
 from chaos_child import LifeEvent, read_life
@@ -137,6 +138,19 @@ def chaos_seed() -> int:
     seed = int(os.environ.get("LANEWAY_CHAOS_SEED") or random.randrange(2**32))
     print(f"chaos seed {seed} (LANEWAY_CHAOS_SEED={seed} replays it)")
     return seed
+
+
+def spawned_children(pid: int) -> set[int]:
+    """The live children of process ``pid`` that multiprocessing spawned (process-engine
+    workers; not its resource tracker)."""
+    children = set()
+    for child in psutil.Process(pid).children():
+        try:
+            if any("spawn_main" in part for part in child.cmdline()):
+                children.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return children
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
