@@ -10,10 +10,12 @@ no group-wide join barrier; the classic protocol is deprecated for removal in Ka
   ``heartbeat.interval.ms``, ``partition.assignment.strategy``; librdkafka refuses them
   under ``consumer``, where the broker owns them): that config was written for the classic
   protocol, which it then keeps, or
-* the cluster turns out not to support it (a broker older than 4.0, or one whose
-  ``group.version`` feature is 0): librdkafka's first heartbeat fails fatally, and the
-  source joins again with the classic protocol (one WARNING says so; see
-  :func:`unsupported`).
+* the cluster turns out not to support it: a broker whose ``group.version`` feature is 0
+  fails librdkafka's first heartbeat fatally (see :func:`unsupported`); Kafka 3.9, which
+  does not list the heartbeat at all, never takes the member into its group, which the
+  source's :class:`~laneway.sources.kafka.join_watch.JoinWatch` finds out from the group
+  coordinator within seconds. Either way the source joins again with the classic protocol
+  (one WARNING says so, :meth:`Rejoins.fall_back`).
 
 Static membership under KIP-848: a member killed without leaving (kill -9, a lost node)
 keeps its ``group.instance.id`` until its session ends (45 s by default, the group's
@@ -119,13 +121,7 @@ class Rejoins:
         if owns:
             return None
         if self._chosen and config.get("group.protocol") == CONSUMER and unsupported(error):
-            logger.warning(
-                "%s: the cluster does not support KIP-848's consumer group protocol (%s); "
-                "joining with the classic protocol (set group.protocol=classic to say so)",
-                self._name,
-                error.str(),
-            )
-            return classic_config(config), 0.0
+            return self.fall_back(config, error.str()), 0.0
         if not unreleased(error):
             return None
         if self._unreleased_since is None:
@@ -143,6 +139,16 @@ class Rejoins:
         delay = min(UNRELEASED_BACKOFF_S, 0.5 * 2**self._waits)
         self._waits += 1
         return dict(config), delay
+
+    def fall_back(self, config: Mapping[str, object], why: str) -> dict[str, object]:
+        """``config`` moved to the classic protocol, with one WARNING saying ``why``."""
+        logger.warning(
+            "%s: the cluster does not support KIP-848's consumer group protocol (%s); "
+            "joining with the classic protocol (set group.protocol=classic to say so)",
+            self._name,
+            why,
+        )
+        return classic_config(config)
 
     def joined(self) -> None:
         """The member owns partitions: a later refusal starts over."""
