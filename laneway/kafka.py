@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from laneway.errors import SourceError
+from laneway.sources.kafka.client_config import NO_AUTO_CREATE
 from laneway.sources.kafka.client_logs import client_logging, describe, describe_error
 from laneway.types import Header
 
@@ -40,7 +41,7 @@ def create_topic(
 ) -> bool:
     """Create ``topic`` unless it exists; True when it was created. Returns once every
     partition has a leader that answers, so a produce right after it succeeds."""
-    settings: dict[str, object] = {"bootstrap.servers": bootstrap_servers}
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap_servers, **NO_AUTO_CREATE}
     client_logging(f"kafka:{bootstrap_servers} admin", settings)
     admin = AdminClient(settings)  # type: ignore[arg-type]
     new = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
@@ -82,6 +83,7 @@ def produce(
         "enable.idempotence": True,
         "partitioner": "murmur2_random",
         "linger.ms": 5,
+        **NO_AUTO_CREATE,  # a missing topic is an error, not a new one-partition topic
         **(config or {}),
     }
     client_logging(f"kafka:{bootstrap_servers} producer", settings)

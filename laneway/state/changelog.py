@@ -13,8 +13,11 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from laneway.errors import ConfigError
+from laneway.logs import get_logger
 from laneway.sources.embedded.log import EmbeddedLog
 from laneway.types import Header
+
+logger = get_logger(__name__)
 
 READ_BATCH = 10_000
 """Changelog records read (and written to the state file) at a time during a restore."""
@@ -46,6 +49,17 @@ class ChangelogLog(Protocol):
     def create(self, topic: str, partitions: int) -> None:
         """Create the compacted ``topic`` with ``partitions`` partitions."""
 
+    def empty(self, topic: str) -> bool:
+        """Whether no record was ever written to ``topic`` (every partition ends at 0)."""
+
+    def mend(self, topic: str, partitions: int | None) -> bool:
+        """Give the existing ``topic`` ``partitions`` partitions (more than it has; ``None``:
+        as many as now) and compaction; whether this log can (``False``: the operator must,
+        with :meth:`mending`)."""
+
+    def mending(self, topic: str, partitions: int | None) -> str:
+        """What an operator runs to do what :meth:`mend` does (a command line)."""
+
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         """The first retained offset and the end (the next offset; with exactly-once the
         last stable offset) of a partition."""
@@ -75,6 +89,15 @@ class EmbeddedChangelog:
     def create(self, topic: str, partitions: int) -> None:
         self._log.create_topic(topic, partitions)
 
+    def empty(self, topic: str) -> bool:
+        return not any(self._log.end_offsets(topic).values())
+
+    def mend(self, topic: str, partitions: int | None) -> bool:
+        return False  # an embedded topic keeps the partition count it was made with
+
+    def mending(self, topic: str, partitions: int | None) -> str:
+        return f"make the embedded log's topic {topic!r} anew with {partitions} partitions"
+
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         return (
             self._log.start_offsets(topic)[partition],
@@ -96,8 +119,13 @@ class EmbeddedChangelog:
 
 def check_changelog(log: ChangelogLog, changelog: str, input_topic: str, create: bool) -> int:
     """Make sure ``changelog`` is a compacted topic with as many partitions as
-    ``input_topic`` (creating it when missing and ``create``); return that count. A wrong
-    one is a :class:`ConfigError` naming it."""
+    ``input_topic`` (creating it when missing and ``create``); return that count.
+
+    A changelog of the wrong shape that holds no record yet (one a broker with Kafka's
+    default ``auto.create.topics.enable=true`` made, with one partition, when another
+    client asked for it) is mended where the log can: partitions added, compaction set,
+    with a WARNING saying so. One that holds records is a :class:`ConfigError` naming it
+    and the command that mends it: records are never moved or deleted here."""
     wanted = log.partitions(input_topic)
     if wanted is None:
         raise ConfigError(f"state: the input topic {input_topic!r} does not exist in {log.where}")
@@ -110,16 +138,48 @@ def check_changelog(log: ChangelogLog, changelog: str, input_topic: str, create:
             )
         log.create(changelog, wanted)
         return wanted
-    if found != wanted:
+    if found > wanted:
         raise ConfigError(
             f"state: changelog topic {changelog!r} has {found} partitions, but the input "
             f"topic {input_topic!r} has {wanted}; a changelog is co-partitioned with its "
-            "input: use a topic with the same partition count"
+            f"input and partitions cannot be removed: use another changelog topic (or, if "
+            f"its state is not needed, delete it and let the store create it again)"
         )
-    if log.compacted(changelog) is False:
-        raise ConfigError(
-            f"state: changelog topic {changelog!r} is not compacted (cleanup.policy must "
-            "include compact, or the state it keeps is deleted with old segments); set "
-            f"cleanup.policy=compact on it or use another topic"
+    short = found < wanted
+    compacted = log.compacted(changelog) is not False
+    if not short and compacted:
+        return wanted
+    change = _shape_change(found, wanted, short, compacted)
+    if log.empty(changelog) and log.mend(changelog, wanted if short else None):
+        logger.warning(
+            "state: changelog topic %s in %s %s; it held no record, so the store mended it "
+            "(a broker with auto.create.topics.enable=true makes such a topic when a client "
+            "asks for it first)",
+            changelog,
+            log.where,
+            change,
         )
-    return wanted
+        return wanted
+    raise ConfigError(
+        f"state: changelog topic {changelog!r} {change}; mend it with: "
+        f"{log.mending(changelog, wanted if short else None)}"
+        + (
+            " (safe: each input partition's state is written to the changelog partition "
+            "of the same number, so no record moves)"
+            if short
+            else ""
+        )
+    )
+
+
+def _shape_change(found: int, wanted: int, short: bool, compacted: bool) -> str:
+    """What is wrong with a changelog's shape, in words."""
+    wrong = []
+    if short:
+        wrong.append(f"has {found} partitions instead of its input's {wanted}")
+    if not compacted:
+        wrong.append(
+            "is not compacted (cleanup.policy must include compact, or the state it keeps "
+            "is deleted with old segments)"
+        )
+    return " and ".join(wrong)

@@ -8,7 +8,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from laneway.errors import SourceError
 from laneway.logs import get_logger
@@ -59,6 +66,59 @@ class KafkaChangelog:
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise SourceError(f"creating changelog topic {topic!r} failed: {error}") from error
+
+    def empty(self, topic: str) -> bool:
+        count = self.partitions(topic) or 0
+        reader = self._reader()
+        try:
+            for partition in range(count):
+                tp = TopicPartition(topic, partition)
+                if reader.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)[1] > 0:
+                    return False
+            return True
+        except KafkaException as error:
+            raise SourceError(f"reading the end offsets of {topic!r} failed: {error}") from error
+        finally:
+            reader.close()
+
+    def mend(self, topic: str, partitions: int | None) -> bool:
+        try:
+            if partitions is not None:
+                grown = NewPartitions(topic, partitions)
+                self._admin.create_partitions([grown], request_timeout=TIMEOUT)[topic].result(
+                    TIMEOUT
+                )
+            if self.compacted(topic) is False:
+                compact = ConfigResource(
+                    "topic",
+                    topic,
+                    incremental_configs=[
+                        ConfigEntry(
+                            "cleanup.policy",
+                            "compact",
+                            incremental_operation=AlterConfigOpType.SET,
+                        )
+                    ],
+                )
+                self._admin.incremental_alter_configs([compact])[compact].result(TIMEOUT)
+        except KafkaException as error:
+            raise SourceError(f"mending changelog topic {topic!r} failed: {error}") from error
+        return True
+
+    def mending(self, topic: str, partitions: int | None) -> str:
+        servers = self._connection.get("bootstrap.servers")
+        commands = []
+        if partitions is not None:
+            commands.append(
+                f"kafka-topics.sh --bootstrap-server {servers} --alter --topic {topic} "
+                f"--partitions {partitions}"
+            )
+        if self.compacted(topic) is False:
+            commands.append(
+                f"kafka-configs.sh --bootstrap-server {servers} --alter --entity-type topics "
+                f"--entity-name {topic} --add-config cleanup.policy=compact"
+            )
+        return " && ".join(commands)
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
         reader = self._reader()

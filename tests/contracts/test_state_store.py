@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import kafka_helpers
 import pytest
 import state_handlers
 from changelogs import changelog_state, read_all
@@ -215,13 +216,69 @@ def test_a_changelog_that_is_not_compacted_is_refused(kafka_bootstrap: str, tmp_
     topic = KafkaTopic(kafka_bootstrap, 2)
     changelog = f"{topic.name}.counts"
     topic.create(changelog, 2)  # cleanup.policy=delete, the broker's default
+    kafka_helpers.produce(kafka_bootstrap, changelog, [(b"k", b"1")])  # it holds state
     consumer = laneway.Consumer(
         topic.source("g"),
         state_handlers.count,
         state=laneway.StateStore(tmp_path, changelog=changelog),
         handle_signals=False,
     )
-    with pytest.raises(laneway.ConfigError, match=f"{changelog}.*not compacted"):
+    with pytest.raises(
+        laneway.ConfigError,
+        match=f"{changelog}.*not compacted.*kafka-configs.sh .*--add-config cleanup.policy=compact",
+    ):
+        consumer.run(idle_timeout=1.0)
+
+
+@pytest.mark.kafka
+def test_an_empty_changelog_of_the_wrong_shape_is_mended(
+    kafka_bootstrap: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a broker with auto.create.topics.enable=true makes when a client asks for the
+    changelog before the store creates it: one partition, cleanup.policy=delete."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    topic = KafkaTopic(kafka_bootstrap, PARTITIONS)
+    changelog = f"{topic.name}.counts"
+    topic.create(changelog, 1)
+    topic.produce([(b"k%d" % i, b"1") for i in range(10)])
+    consumer = laneway.Consumer(
+        topic.source("g"),
+        state_handlers.count,
+        state=laneway.StateStore(tmp_path, changelog=changelog),
+        handle_signals=False,
+    )
+    with caplog.at_level(logging.WARNING, logger="laneway.state.changelog"):
+        assert consumer.run(max_messages=10).processed == 10
+    mended = [r.getMessage() for r in caplog.records if "mended it" in r.getMessage()]
+    assert len(mended) == 1 and f"has 1 partitions instead of its input's {PARTITIONS}" in mended[0]
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    assert len(admin.list_topics(changelog, timeout=10).topics[changelog].partitions) == PARTITIONS
+    resource = ConfigResource("topic", changelog)
+    policy = admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value
+    assert policy == "compact"
+    assert changelog_state(topic, changelog) == {b"k%d" % i: 1 for i in range(10)}
+
+
+@pytest.mark.kafka
+def test_a_changelog_with_state_and_too_few_partitions_is_refused_with_the_command(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = KafkaTopic(kafka_bootstrap, PARTITIONS)
+    changelog = f"{topic.name}.counts"
+    topic.create(changelog, 1)
+    kafka_helpers.produce(kafka_bootstrap, changelog, [(b"k", b"1")])
+    consumer = laneway.Consumer(
+        topic.source("g"),
+        state_handlers.count,
+        state=laneway.StateStore(tmp_path, changelog=changelog),
+        handle_signals=False,
+    )
+    with pytest.raises(
+        laneway.ConfigError,
+        match=f"kafka-topics.sh --bootstrap-server {kafka_bootstrap} --alter --topic "
+        f"{changelog} --partitions {PARTITIONS}",
+    ):
         consumer.run(idle_timeout=1.0)
 
 

@@ -65,6 +65,10 @@ DEFAULTS: Mapping[str, object] = {
     # handler): ~37k msg/s with 500 ms, ~168k with 50 ms, ~216-228k with 20 ms. The cost
     # is more fetch requests while a topic is idle (about 50 a second per broker).
     "fetch.wait.max.ms": 20,
+    # librdkafka's consumer default, said here because a broker with Kafka's own default
+    # (auto.create.topics.enable=true) would otherwise make a misspelt topic, with one
+    # partition, the moment a client asked for its metadata (see NO_AUTO_CREATE).
+    "allow.auto.create.topics": False,
 }
 """Settings laneway chooses but the user may override through ``config``.
 
@@ -288,6 +292,20 @@ def connection_config(settings: KafkaSettings) -> dict[str, object]:
     return connection_subset(settings.consumer_config)
 
 
+NO_AUTO_CREATE: Mapping[str, object] = {"allow.auto.create.topics": False}
+"""What every other client laneway makes of a cluster runs with (its producers, admin
+clients, changelog readers). A producer's and an admin client's librdkafka default is
+``true``: asking a broker with Kafka's default ``auto.create.topics.enable=true`` for a
+topic's metadata, or writing to it, creates it with the broker's ``num.partitions`` (1 by
+default). A changelog made that way before laneway creates it has one partition instead of
+its input's count; a dead-letter topic, one instead of its input's. laneway creates the
+topics it writes itself (see :meth:`~laneway.sources.kafka.producer.KafkaProducer.create_topic_like`
+and :mod:`laneway.state.kafka_changelog`), and a results topic that does not exist is a
+write error naming it, never a new topic."""
+
+
 def connection_subset(config: Mapping[str, object]) -> dict[str, object]:
-    """The settings of a client ``config`` that say how to reach the cluster."""
-    return {key: value for key, value in config.items() if key.startswith(CONNECTION_PREFIXES)}
+    """The settings of a client ``config`` that say how to reach the cluster, and
+    :data:`NO_AUTO_CREATE`."""
+    subset = {key: value for key, value in config.items() if key.startswith(CONNECTION_PREFIXES)}
+    return {**subset, **NO_AUTO_CREATE}
