@@ -59,6 +59,7 @@ class Metric(str, enum.Enum):
     CRASH_SUSPECTS = "laneway_crash_suspects_total"
     OLDEST_ACQUIRED = "laneway_oldest_acquired_seconds"
     CLOCK_SKEW = "laneway_clock_skew_total"
+    RECORDS_DELETED_UNREAD = "laneway_records_deleted_unread_total"
 
 
 LATENCY_BUCKETS = (
@@ -249,6 +250,14 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         _TOPIC,
         "Share group: records that were in flight when a member process died, fetched "
         "again and run alone (see KafkaShareSource crash_journal).",
+    ),
+    Metric.RECORDS_DELETED_UNREAD: MetricDefinition(
+        MetricKind.COUNTER,
+        "records",
+        _TOPIC,
+        "Records deleted from the log (retention, DeleteRecords, a topic made anew) before "
+        "this consumer read them, so never processed; each loss is also one WARNING naming "
+        "the partition, the offset and the log start.",
     ),
     Metric.OLDEST_ACQUIRED: MetricDefinition(
         MetricKind.GAUGE,

@@ -87,6 +87,8 @@ class ConsumerStats:
     ``dead_lettered``: those written to the dead-letter topic; ``skipped``: messages
     fetched again but already finished before (restored from commit metadata);
     ``fenced``: completions discarded because their partition was no longer owned;
+    ``deleted_unread``: records deleted from the log (retention, DeleteRecords) before
+    this consumer read them, so never processed (each such loss is also a WARNING);
     ``in_flight``: handlers running now;
     ``buffered``: fetched but unfinished messages (bounded by ``max_buffered``);
     ``buffered_bytes``: their values, keys and headers in bytes (bounded by
@@ -137,6 +139,7 @@ class ConsumerStats:
     dead_lettered: int = 0
     skipped: int = 0
     fenced: int = 0
+    deleted_unread: int = 0
     in_flight: int = 0
     buffered: int = 0
     buffered_bytes: int = 0

@@ -427,6 +427,7 @@ class ControlPlane:
             backlog=backlog,
             hot_keys=self._hot_keys,
             restoring=self._restoring(),
+            deleted=progress.counts.deleted,
         )
 
     @property
@@ -445,6 +446,7 @@ class ControlPlane:
             dead_lettered=self._router.dead_lettered,
             skipped=counts.skipped,
             fenced=counts.fenced,
+            deleted_unread=sum(counts.deleted.values()),
             in_flight=self._engine.in_flight,
             buffered=counts.buffered,
             buffered_bytes=counts.buffered_bytes,

@@ -55,6 +55,8 @@ class Tally:
         self._last_finished: float | None = None
         self._sole_topic: str | None = None
         self._restarts = 0
+        self._deleted: dict[str, int] = {}
+        """The records deleted unread per topic as last reported (see :meth:`sample`)."""
         self._backlog_shown: set[PartitionId] = set()
         self._restores_shown: set[PartitionId] = set()
 
@@ -165,13 +167,15 @@ class Tally:
         waiting: Mapping[PartitionId, int],
         hot_keys: Sequence[HotKey] = (),
         restoring: Sequence[Restore] = (),
+        deleted: Mapping[str, int] | None = None,
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
         partitions in ``committed``: the committed offset, the lag behind the log's end
         (where ``ends`` knows it), the age of the oldest running message (0: none) and the
         messages ``waiting`` for a stalled call (0: none); the ``backlog`` (see
         :meth:`_backlog`); the ten ``hot_keys`` by rank (see :func:`key_id`); and the
-        state restores under way (see :meth:`_restores`)."""
+        state restores under way (see :meth:`_restores`); the records ``deleted`` unread
+        so far, by topic (counted as they grow)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -194,6 +198,11 @@ class Tally:
             self._restarts = worker_restarts
         self._backlog(backlog)
         self._restores(restoring)
+        for topic, count in (deleted or {}).items():
+            seen = self._deleted.get(topic, 0)
+            if count > seen:
+                metrics.increment(Metric.RECORDS_DELETED_UNREAD, count - seen, (topic,))
+                self._deleted[topic] = count
 
     def _restores(self, restoring: Sequence[Restore]) -> None:
         """How many partitions restore their state, and each one's changelog records left

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from itertools import groupby
 from operator import attrgetter
 
@@ -47,6 +47,11 @@ class OffsetProgress:
     was beyond) and fences the messages still running for the records that are gone. Each
     is one WARNING naming the partition and the offsets.
 
+    With ``read_positions`` (the source's read position of each partition: how far it has
+    read, past records it never hands out, such as transaction markers), a partition whose
+    fetched messages are all finished commits that position, so its lag reads 0 as a plain
+    consumer's does (see :meth:`~laneway.offsets.tracker.PartitionOffsets.read_up_to`).
+
     Tuning: ``metadata_max_bytes`` must not exceed the broker's
     ``offset.metadata.max.bytes`` (4,096 by default); see
     :class:`~laneway.offsets.tracker.PartitionOffsets`.
@@ -57,9 +62,11 @@ class OffsetProgress:
         committer: OffsetCommitter,
         metadata_max_bytes: int,
         epochs: RecordEpochs | None = None,
+        read_positions: Callable[[list[PartitionId]], Mapping[PartitionId, int]] | None = None,
     ) -> None:
         self._committer = committer
         self._epochs = epochs
+        self._read_positions = read_positions
         self._metadata_max_bytes = metadata_max_bytes
         self._owned: dict[PartitionId, OwnedPartition] = {}
         self._zombies: dict[PartitionId, int] = {}
@@ -152,6 +159,22 @@ class OffsetProgress:
                 counts.largest_message = weight.largest
             dispatch.extend(runnable)
         return dispatch
+
+    def records_deleted(self, pid: PartitionId, offset: int, start: int) -> int:
+        """The source will not read ``pid``'s records from ``offset`` up to ``start`` (they
+        were deleted from the log before it read them): count those this partition never
+        fetched, and the messages a hot key declined below ``start`` (they will not be read
+        again either), in :attr:`counts`; return how many that is."""
+        partition = self._owned.get(pid)
+        lost = max(0, start - offset)
+        if partition is not None:
+            tracker = partition.tracker
+            head = tracker.fetch_head
+            lost = max(0, start - max(offset, head)) if head >= 0 else lost
+            lost += tracker.forget_declined_below(start)
+        deleted = self._counts.deleted
+        deleted[pid[0]] = deleted.get(pid[0], 0) + lost
+        return lost
 
     def unstarted(self, messages: list[Message]) -> None:
         counts = self._counts
@@ -266,10 +289,19 @@ class OffsetProgress:
         """The new position of each owned partition of ``partitions`` whose position moved
         since its last commit."""
         positions: dict[PartitionId, CommitPosition] = {}
+        owned = self._owned
+        read = (
+            {}
+            if self._read_positions is None
+            else self._read_positions([pid for pid in partitions if pid in owned])
+        )
         for pid in partitions:
-            partition = self._owned.get(pid)
+            partition = owned.get(pid)
             if partition is None:
                 continue
+            up_to = read.get(pid)
+            if up_to is not None:
+                partition.tracker.read_up_to(up_to)
             position = partition.position_to_commit()
             if position is not None:
                 positions[pid] = position

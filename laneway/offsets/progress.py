@@ -21,7 +21,7 @@ Every method runs on the consumer's control thread.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from laneway.offsets.backlog import PartitionBacklog
@@ -40,7 +40,9 @@ class ProgressCounts:
     first), what backpressure assumes the next messages may weigh; ``skipped``: fetched
     messages not dispatched because they were done before (a restart); ``fenced``:
     completions discarded because their partition was given up meanwhile (a share group:
-    acknowledgements the broker refused); ``commits``: successful commits so far.
+    acknowledgements the broker refused); ``commits``: successful commits so far;
+    ``deleted``: by topic, records deleted from the log before they were read (retention,
+    DeleteRecords), so never processed (see :mod:`laneway.sources.kafka.deleted_records`).
     """
 
     buffered: int = 0
@@ -49,6 +51,7 @@ class ProgressCounts:
     skipped: int = 0
     fenced: int = 0
     commits: int = 0
+    deleted: dict[str, int] = field(default_factory=dict)
 
 
 class PartitionLoad(Protocol):

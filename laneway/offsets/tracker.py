@@ -76,6 +76,8 @@ class PartitionOffsets:
     * :meth:`declined` with fetched offsets not kept (a hot key's excess): they stay
       unfinished, and when they are fetched again (after a rewind) :meth:`fetched`
       returns them to dispatch, while every other offset fetched before is skipped;
+    * :meth:`read_up_to` with the source's read position before a commit (offsets between
+      the last record and it hold no record: transaction markers, compaction);
     * :meth:`position` to get what to commit; :attr:`version` changes when it may have.
 
     Tuning: ``max_metadata_bytes`` must not exceed the broker's setting (else commits
@@ -236,6 +238,19 @@ class PartitionOffsets:
         if (known >= 0 and lowest < known) or len(self._declined) == len(more):
             self._declined_min = lowest
 
+    def forget_declined_below(self, start: int) -> int:
+        """The partition's records below ``start`` were deleted (its log start moved there):
+        declined offsets below it will never be fetched again, so they count as done (the
+        commit point may pass them); how many there were."""
+        gone = [offset for offset in self._declined if offset < start]
+        if not gone:
+            return 0
+        self._declined.difference_update(gone)
+        self._declined_min = -1
+        self._finish_in_blocks(gone)
+        self._version += 1
+        return len(gone)
+
     def fetched(self, offsets: Sequence[int], epochs: EpochRuns | None = None) -> AbstractSet[int]:
         """Record a polled batch (increasing offsets, gaps allowed); return those to skip.
 
@@ -279,6 +294,24 @@ class PartitionOffsets:
         if self._advance() != before or len(restored) != restored_count:
             self._version += 1
         return skip
+
+    def read_up_to(self, position: int) -> None:
+        """The source has read the partition up to ``position`` (the next offset it will
+        hand out): every offset below it that was not fetched holds no record to process
+        (a transaction's commit or abort marker, an aborted record, an offset compaction
+        removed). So the commit offset may move to ``position`` once everything fetched is
+        finished, as a plain consumer's commit of its position does, instead of stopping
+        after the last record (lag 1 behind every transaction marker for good).
+
+        Ignored while the start is unknown, at or below what is tracked (a position moved
+        back by a seek), and while finished offsets restored from the metadata lie below it
+        (they are met when fetched). Cost: a few comparisons; call it once per commit."""
+        if self._next < 0 or position <= self._next:
+            return
+        if self._restored and self._restored[0] < position:
+            return
+        self._next = position
+        self._version += 1
 
     def finished(self, offsets: Iterable[int]) -> None:
         """Mark fetched offsets finished, in any order.

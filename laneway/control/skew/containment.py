@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import cast
@@ -183,6 +183,7 @@ class Containment:
                     room.setdefault((lane[0], lane[1]), {})[lane] = group  # type: ignore[index]
         pending = self._progress.declined()
         self._pending = bool(pending)
+        self._forget_deleted(pending)
         wanted: dict[PartitionId, _Replay] = {}
         for pid, (first, head) in pending.items():
             replay = self._replays.get(pid)
@@ -224,6 +225,18 @@ class Containment:
         self._declining[lane] = (offset, group)
         self._by_group.setdefault(group, set()).add(lane)
         self._per_partition[lane[0], lane[1]] += 1  # type: ignore[index]
+
+    def _forget_deleted(self, pending: Mapping[PartitionId, tuple[int, int]]) -> None:
+        """Stop declining lanes whose first declined offset is no longer declined and never
+        came back: the log deleted it (retention, DeleteRecords) and the progress forgot it.
+        A lane whose first declined message is read again stops declining at once in
+        :meth:`admit`, so at this point (between polls) only a deletion leaves one
+        behind; kept declining, the lane would decline all its messages for good."""
+        for lane, (first, _) in list(self._declining.items()):
+            pid = lane[0], lane[1]  # type: ignore[index]
+            lowest = pending.get(pid)
+            if lowest is None or first < lowest[0]:
+                self._stop_declining(lane)
 
     def _stop_declining(self, lane: Hashable) -> None:
         _, group = self._declining.pop(lane)

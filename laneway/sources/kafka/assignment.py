@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from laneway.logs import get_logger
 from laneway.sources.base import RebalanceListener
 from laneway.sources.kafka.client_logs import describe
+from laneway.sources.kafka.deleted_records import DeletedRecords
 from laneway.sources.kafka.positions import committed_partition, committed_positions
 from laneway.sources.kafka.starts import trusted_starts
 from laneway.sources.kafka.topic_watch import TopicWatch
@@ -36,7 +37,13 @@ class Assignment:
     log end (see :mod:`laneway.sources.kafka.starts`).
     """
 
-    def __init__(self, name: str, incremental: bool, reset: str = "earliest") -> None:
+    def __init__(
+        self,
+        name: str,
+        incremental: bool,
+        reset: str = "earliest",
+        deleted: DeletedRecords | None = None,
+    ) -> None:
         self.listener: RebalanceListener | None = None
         self.owned: set[PartitionId] = set()
         self.starts: dict[PartitionId, int] = {}  # committed offsets fetching began at
@@ -47,6 +54,7 @@ class Assignment:
         self._name = name
         self._incremental = incremental
         self._reset = reset  # auto.offset.reset
+        self._deleted = DeletedRecords(name, reset) if deleted is None else deleted
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self.closing:
@@ -57,7 +65,9 @@ class Assignment:
         # Checked against the log ends (see starts.py), then assigned with explicit
         # offsets: fetching starts exactly at the positions the listener is told about;
         # OFFSET_INVALID (nothing committed) lets auto.offset.reset decide.
-        positions, start = trusted_starts(consumer, positions, self._name, self._reset)
+        positions, start = trusted_starts(
+            consumer, positions, self._name, self._reset, self._deleted
+        )
         if self._incremental:
             consumer.incremental_assign(start)
         else:

@@ -24,8 +24,10 @@ from laneway.sources.kafka.client_logs import (
     kafka_error,
 )
 from laneway.sources.kafka.commits import commit_offsets
+from laneway.sources.kafka.deleted_records import DeletedRecords
 from laneway.sources.kafka.denials import Refusals
 from laneway.sources.kafka.group_protocol import Rejoins
+from laneway.sources.kafka.join_watch import FALL_BACK, JoinWatch
 from laneway.sources.kafka.messages import PolledEpochs, messages_of
 from laneway.sources.kafka.positions import cached_log_ends, committed_partition, unread_counts
 from laneway.sources.kafka.producer import KafkaProducer
@@ -127,16 +129,20 @@ class KafkaSource:
         self._consumer_config = dict(settings.consumer_config)
         self._transaction_config = transaction_settings(self._consumer_config)
         self._refusals = Refusals(self._consumer_config, settings.group, self._topics)
+        reset = str(self._consumer_config.get("auto.offset.reset", "earliest"))
+        self._deleted = DeletedRecords(self._name, reset)
+        self._consumer_config.setdefault("logger", self._deleted)  # librdkafka's lines
         self._errors = client_logging(self._name, self._consumer_config, self._refusals.request)
         self._consumer = self._new_client()
-        reset = str(self._consumer_config.get("auto.offset.reset", "earliest"))
-        self._assignment = Assignment(self._name, settings.incremental, reset)
+        self._assignment = Assignment(self._name, settings.incremental, reset, self._deleted)
         lose = self._assignment.lose_topics
         self._watch = TopicWatch(self._name, self._topics, settings.wait_for_topics, lose)
         self._assignment.watch = self._watch
         self._epochs = PolledEpochs()
         self._rejoins = Rejoins(self._name, settings.protocol_chosen)
         self._rejoin_at: float | None = None
+        chosen = settings.protocol_chosen
+        self._joins = JoinWatch(self._name, settings.group, self._connection, chosen)
         self._closed = False
 
     @property
@@ -195,13 +201,18 @@ class KafkaSource:
         return KAFKA_GROUP
 
     def waiting_for(self) -> str:
-        """Why not ready: the subscribed topics the cluster does not have now, if any."""
-        return self._watch.waiting()
+        """Why not ready: the subscribed topics the cluster does not have now, or a join the
+        group coordinator has not taken in (see :mod:`laneway.sources.kafka.join_watch`)."""
+        return self._watch.waiting() or self._joins.waiting()
 
     def progress(self, config: ConsumerConfig) -> OffsetProgress:
         """Progress by committed offsets, through :meth:`commit`, checked against the leader
         epochs of the records polled (see :class:`~laneway.sources.kafka.messages.PolledEpochs`)."""
-        return OffsetProgress(self, config.metadata_max_bytes, self._epochs)
+        progress = OffsetProgress(
+            self, config.metadata_max_bytes, self._epochs, read_positions=self.read_positions
+        )
+        self._deleted.deleted = progress.records_deleted
+        return progress
 
     def bound_prefetch(self, max_bytes: int) -> None:
         """Size librdkafka's prefetch for ``max_bytes`` (see
@@ -264,6 +275,7 @@ class KafkaSource:
             )
         except KafkaException as exc:
             raise SourceError(f"{self._name}: subscribe failed: {describe(exc)}") from exc
+        self._joins.subscribed(str(self._consumer_config["group.protocol"]), time.monotonic())
 
     def _rejoin_later(self, error: KafkaError) -> bool:
         """After a fatal error at join: whether to join again (see
@@ -275,11 +287,16 @@ class KafkaSource:
         if plan is None:
             return False
         self._consumer_config, delay = plan
+        self._replace_client(delay)
+        return True
+
+    def _replace_client(self, delay: float) -> None:
+        """Close the client and make a new one on the current settings, subscribed by
+        :meth:`poll` after ``delay`` seconds."""
         failed, self._consumer = self._consumer, self._new_client()
         with contextlib.suppress(KafkaException, RuntimeError):
             failed.close()
         self._rejoin_at = time.monotonic() + delay
-        return True
 
     def _rejoin_when_due(self, timeout: float) -> bool:
         """Subscribe the new client once its delay is over; whether it is (else this
@@ -310,6 +327,12 @@ class KafkaSource:
         if not self._rejoin_when_due(timeout):
             return []
         self._watch.before_poll(self._consumer)  # missing topics: looked for again, or fatal
+        joins = self._joins
+        if not joins.joined and joins.check(self._consumer, time.monotonic()) == FALL_BACK:
+            why = "the group coordinator never took this member in"
+            self._consumer_config = self._rejoins.fall_back(self._consumer_config, why)
+            self._replace_client(0.0)
+            return []
         consume = self._consumer.consume
         try:
             batch = consume(max_messages, 0)
@@ -323,9 +346,11 @@ class KafkaSource:
         if self._errors.denied is not None:  # reported to error_cb inside consume()
             raise AccessDeniedError(str(self._errors.denied))
         messages = messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
+        self._deleted.report(self._consumer, self._assignment.owned)
         self._epochs.polled(batch, messages)
         if self._assignment.owned:
             self._rejoins.joined()
+            joins.assigned()
         return messages
 
     def commit(self, positions: Mapping[PartitionId, CommitPosition]) -> None:
@@ -393,6 +418,20 @@ class KafkaSource:
         owned = [pid for pid in partitions if pid in self._assignment.owned]
         return unread_counts(self._consumer, owned, self._assignment.starts) if owned else {}
 
+    def read_positions(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
+        """How far librdkafka has handed out each owned partition: the offset after the last
+        record :meth:`poll` returned, past the transaction markers and aborted records it
+        read and skipped (no request is made; partitions not read yet are left out)."""
+        self._check_opened()
+        owned = [TopicPartition(t, p) for t, p in partitions if (t, p) in self._assignment.owned]
+        if not owned:
+            return {}
+        try:
+            found = self._consumer.position(owned)
+        except KafkaException:
+            return {}  # a commit at the last record's end instead: safe, only not at the marker
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
     def log_ends(self, partitions: Iterable[PartitionId]) -> dict[PartitionId, int]:
         """High watermarks of owned partitions from librdkafka's latest fetch responses (no
         request; partitions not fetched yet are left out)."""
@@ -410,6 +449,7 @@ class KafkaSource:
         """
         if self._assignment.closing:
             return
+        self._joins.close()
         try:
             self._assignment.close()
         finally:

@@ -8,7 +8,10 @@ offsets in the commit metadata at or past the end are dropped, and a committed o
 the end (a log truncated by an unclean leader election, or an offset committed by hand) is
 not used. librdkafka would meet such an offset as out of range on its first fetch and apply
 ``auto.offset.reset``; the partition is assigned at that reset position at once instead, so
-that no record written meanwhile between the end and the stale offset is skipped.
+that no record written meanwhile between the end and the stale offset is skipped. A committed
+offset below the log start (its records deleted before the group read them) is not used either,
+with a WARNING and a count of the records lost (see
+:mod:`laneway.sources.kafka.deleted_records`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from confluent_kafka import (
 from laneway.errors import SourceError
 from laneway.offsets.log_end import trusted_position
 from laneway.sources.kafka.client_logs import describe, describe_error, kafka_error
+from laneway.sources.kafka.deleted_records import DeletedRecords
 from laneway.sources.kafka.positions import COMMITTED_TIMEOUT_S
 from laneway.types import CommitPosition, PartitionId
 
@@ -67,12 +71,15 @@ def trusted_starts(
     positions: Mapping[PartitionId, CommitPosition | None],
     name: str,
     reset: str,
+    deleted: DeletedRecords,
 ) -> tuple[dict[PartitionId, CommitPosition | None], list[TopicPartition]]:
     """The positions to report to the listener and the partitions to assign, at the
     offsets to fetch from, for the committed ``positions`` (``None``: nothing committed)
-    of the source ``name`` whose ``auto.offset.reset`` is ``reset``."""
+    of the source ``name`` whose ``auto.offset.reset`` is ``reset``; a committed offset
+    below the log start goes to ``deleted``."""
     committed = [pid for pid, position in positions.items() if position is not None]
     ends = log_ends_now(consumer, committed, name) if committed else {}
+    starts = log_ends_now(consumer, committed, name, which=OFFSET_BEGINNING) if committed else {}
     trusted: dict[PartitionId, CommitPosition | None] = {}
     start: list[TopicPartition] = []
     for (topic, partition), position in positions.items():
@@ -82,6 +89,11 @@ def trusted_starts(
             fallback = f"reading starts where auto.offset.reset={reset} says"
             where = f"{name}: {topic}[{partition}]"
             checked = trusted_position(where, position, ends[(topic, partition)], fallback)
+            pid = (topic, partition)
+            if checked is not None and not deleted.checked_start(
+                where, pid, checked.offset, starts[pid]
+            ):
+                checked = None
             offset = position.offset if checked is None else checked.offset
             if checked is None:
                 offset = RESET_OFFSETS.get(reset.lower(), offset)
@@ -96,9 +108,12 @@ def log_ends_now(
     name: str,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    *,
+    which: int = OFFSET_END,
 ) -> dict[PartitionId, int]:
-    """The end offset of each of ``partitions``, asked of their leaders now (the end a
-    ``read_committed`` consumer may read to, with that isolation level). A partition whose
+    """The end offset of each of ``partitions`` (``which=OFFSET_BEGINNING``: the log start),
+    asked of their leaders now (the end a ``read_committed`` consumer may read to, with that
+    isolation level). A partition whose
     leader is moving (``FENCED_LEADER_EPOCH``, ``NOT_LEADER_OR_FOLLOWER``, any retriable
     error: a broker restarting, a leader election) is asked again, for up to
     :data:`~laneway.sources.kafka.positions.COMMITTED_TIMEOUT_S` in all; another failure,
@@ -109,7 +124,7 @@ def log_ends_now(
     pending = list(partitions)
     wait = RETRY_WAIT_S
     while True:
-        query = [TopicPartition(topic, partition, OFFSET_END) for topic, partition in pending]
+        query = [TopicPartition(topic, partition, which) for topic, partition in pending]
         left = max(0.1, deadline - clock())
         try:
             found = consumer.offsets_for_times(query, timeout=left)
