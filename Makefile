@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
 
-.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger test-cluster soak lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger test-cluster test-compat soak lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -58,7 +58,7 @@ pythons-beside:
 	nice -n 10 $(MAKE) --no-print-directory pythons
 
 suite: $(DEV)
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger and not cluster"
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not timing and not jaeger and not cluster and not compat"
 
 # The inner loop: lint and types, then the unit and contract tests that need no server on
 # two workers (the embedded log's contract cases included). Timed in developing.md.
@@ -82,6 +82,24 @@ test-jaeger: $(DEV)
 # Kafka's own failure detection (a broker is fenced 9 s after its last heartbeat).
 test-cluster: $(DEV)
 	scripts/with-services kafka-cluster -- $(BIN)/pytest -q -m cluster
+
+# The compatibility suite (tests/compat, the tests marked `compat`) on each Kafka release of
+# COMPAT_VERSIONS, run with Kafka's own server defaults (`scripts/kafka start --version V
+# --defaults`: topics auto-created, the 3 s initial rebalance delay, the release's group
+# protocols): the default consumer on every engine, kill -9 and restart, results and
+# exactly-once, dead letters, the state store, laneway run, lag, top, status, share groups
+# where the broker has them. The versions run side by side, each on its own broker, and each
+# prints its own log (.compat/VERSION.log). Timed in docs/project/developing.md.
+COMPAT_VERSIONS ?= 3.9.1 4.4.0
+test-compat: $(DEV)
+	@mkdir -p .compat
+	$(MAKE) --no-print-directory -j $(words $(COMPAT_VERSIONS)) $(addprefix compat-,$(COMPAT_VERSIONS))
+
+compat-%: $(DEV)
+	@scripts/with-services kafka@$*-defaults -- $(BIN)/pytest -q -p no:cacheprovider -m compat tests/compat \
+		>.compat/$*.log 2>&1 \
+		&& grep -E '[0-9]+ passed' .compat/$*.log | tail -n 1 | sed 's/^/Kafka $* (defaults): /' \
+		|| { tail -n 80 .compat/$*.log; echo "Kafka $* (defaults): failed (log: .compat/$*.log)"; exit 1; }
 
 # Thirty minutes (SOAK_MINUTES) on the cluster: a steady producer, laneway run members killed
 # every few minutes and a broker restarted every ten; prints lost (must be 0), duplicates,
@@ -136,4 +154,4 @@ clean:
 	scripts/kafka stop
 	scripts/postgres stop
 	scripts/jaeger stop
-	rm -rf $(VENV) .kafka .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache .nox site build dist *.egg-info
+	rm -rf $(VENV) .kafka .compat .postgres .jaeger .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache .nox site build dist *.egg-info

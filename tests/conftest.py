@@ -63,6 +63,7 @@ SERVER_MARKERS = {
     "postgres_dsn": "postgres",
     "jaeger_endpoints": "jaeger",
     "chromium_path": "browser",
+    "compat_broker": "compat",
 }
 """The fixture of each real server and the marker a test using it must carry, so that
 ``-m "not kafka and not postgres"`` (the nox sessions) selects exactly the tests that need

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
@@ -112,6 +112,18 @@ def _describe(
         entries = found.result(timeout)
     except KafkaException as error:
         _raise_refusal(error, access, request)
+        cause = kafka_error(error)
+        if (
+            resource.restype == ResourceType.GROUP
+            and cause is not None
+            and cause.code() == KafkaError.INVALID_REQUEST
+        ):  # a broker before Kafka 4.0 knows no group configs, nor share groups
+            raise SourceError(
+                f"share group {resource.name!r}: the cluster does not serve share groups "
+                f"(KIP-932 needs Kafka 4.2 or newer with the share.version feature on; the "
+                f"broker refused a group config request: {describe(error)}); read the topics "
+                f"with KafkaSource, a consumer group, instead"
+            ) from error
         raise SourceError(
             f"reading the config of {resource.name!r} failed: {describe(error)}"
         ) from error
