@@ -34,7 +34,7 @@ from laneway.serde.typed_handlers import check_fit, typed_handler
 from laneway.signal_relay import SignalRelay
 from laneway.sources.base import Source, WaitingSource
 from laneway.sources.capabilities import check_source, engine_config
-from laneway.state.keeper import StateKeeper, open_state
+from laneway.state.keeper import StateKeeper, state_keeper
 from laneway.stats import ConsumerStats
 
 log = get_logger(__name__)
@@ -223,7 +223,7 @@ class Consumer(ConsumerSignatures):
         config = engine_config(self.config, self._capabilities)
         if config.engine is not EngineKind.PROCESS:  # process workers make their own
             self._gate = gate_for(limits_of(config), config.engine is EngineKind.ASYNC)
-        keeper = None if config.state is None else open_state(config, self._source, bool(hooks))
+        keeper = None if config.state is None else state_keeper(config, self._source, bool(hooks))
         try:
             handler = self._engine_handler(config, keeper)
             engine = build_engine(config, handler, self._stop, loop, hooks, self._gate)
@@ -245,7 +245,7 @@ class Consumer(ConsumerSignatures):
         tune = self.config.tune_gc
         sizing = sized_for(self.config.max_buffered) if tune else contextlib.nullcontext()
         with sizing:
-            self._run_plane(plane, max_messages, idle_timeout)
+            self._run_plane(plane, keeper, max_messages, idle_timeout)
         return self.stats()
 
     def _engine_handler(self, config: ConsumerConfig, keeper: StateKeeper | None) -> Any:
@@ -269,10 +269,16 @@ class Consumer(ConsumerSignatures):
         )
 
     def _run_plane(
-        self, plane: ControlPlane, max_messages: int | None, idle_timeout: float | None
+        self,
+        plane: ControlPlane,
+        keeper: StateKeeper | None,
+        max_messages: int | None,
+        idle_timeout: float | None,
     ) -> None:
         try:
             self._source.open(plane)
+            if keeper is not None:  # nothing is assigned before the first poll
+                keeper.open()
             self._state = "running"
             plane.run(max_messages, idle_timeout)
         except AccessDeniedError as denial:

@@ -69,11 +69,36 @@ def _check_signature(handler: Callable[..., Any], stateful: bool) -> None:
         signature.bind(None)
     except TypeError:
         parameters = ", ".join(signature.parameters)
+        if _takes_two(signature):
+            raise ConfigError(
+                f"handler {describe_handler(handler)}({parameters}) takes a message and its "
+                "state, but the consumer has no state store: pass state=laneway.StateStore("
+                "DIR, changelog=TOPIC) (laneway run --state-dir DIR --state-changelog TOPIC), "
+                "or give the handler one argument, the Message"
+            ) from None
         raise ConfigError(
             f"handler {describe_handler(handler)}({parameters}) cannot be called with one "
             "message; a handler takes exactly one argument, the Message (wrap extra "
             "arguments with functools.partial)"
         ) from None
+
+
+def _takes_two(signature: inspect.Signature) -> bool:
+    """Whether a handler's signature is that of a stateful one: two parameters, the second
+    named ``state``/``states`` or annotated ``State``/``States``."""
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        return False
+    parameters = list(signature.parameters.values())
+    if len(parameters) != 2:
+        return False
+    second = parameters[1]
+    annotation = second.annotation
+    shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return second.name in ("state", "states") or str(shown).split("[")[0].endswith(
+        ("State", "States")
+    )
 
 
 def _check_batch_shape(handler: Callable[..., Any], batched: bool) -> None:

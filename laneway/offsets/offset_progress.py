@@ -290,11 +290,8 @@ class OffsetProgress:
         since its last commit."""
         positions: dict[PartitionId, CommitPosition] = {}
         owned = self._owned
-        read = (
-            {}
-            if self._read_positions is None
-            else self._read_positions([pid for pid in partitions if pid in owned])
-        )
+        mine = [pid for pid in partitions if pid in owned]
+        read = {} if self._read_positions is None or not mine else self._read_positions(mine)
         for pid in partitions:
             partition = owned.get(pid)
             if partition is None:

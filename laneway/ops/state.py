@@ -109,6 +109,13 @@ def _show(
         found = latest_states(log, topic, key)
     finally:
         log.close()
+    if found.records and found.skipped == found.records:
+        raise OpsError(
+            f"topic {topic} is not a laneway changelog: none of its {found.records} records "
+            "carries the laneway.state.offset header a state store writes (give the "
+            "--state-changelog topic of laneway run)",
+            exits.SOURCE,
+        )
     states = sorted(found.states.values(), key=lambda s: (s.partition, s.key))
     if as_json:
         document = {

@@ -66,6 +66,26 @@ class KafkaChangelog:
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise SourceError(f"creating changelog topic {topic!r} failed: {error}") from error
+        self._wait_for_leaders(topic, partitions)
+
+    def _wait_for_leaders(self, topic: str, partitions: int) -> None:
+        """Wait (up to :data:`TIMEOUT`) until every partition of a topic just made has a
+        leader, so the first restores read its bounds instead of failing once (an ERROR and
+        a retry on a normal first start); after that the restores' own retries take over."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                found = self._admin.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
+            except KafkaException:
+                found = None
+            if (
+                found is not None
+                and found.error is None
+                and len(found.partitions) >= partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+            ):
+                return
+            time.sleep(0.05)
 
     def empty(self, topic: str) -> bool:
         count = self.partitions(topic) or 0

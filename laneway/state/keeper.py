@@ -2,7 +2,8 @@
 
 The control plane asks it (each on the control thread):
 
-* at start, :meth:`open`: the changelog checked (or created) against the input topic;
+* at start, once the source has opened, :meth:`open`: the changelog checked (or created)
+  against the input topic;
 * for its result writer and transaction, :meth:`results` and :meth:`transaction` (see
   :mod:`laneway.state.writer`);
 * on assignment, :meth:`assigned`: each new partition is paused and restored on the
@@ -45,13 +46,13 @@ REPAUSE_EVERY = 0.1
 """Seconds between pauses of the partitions being restored (backpressure may resume them)."""
 
 
-def open_state(config: ConsumerConfig, source: Source, traced: bool) -> StateKeeper:
-    """The keeper of ``config.state`` for a consumer of ``source``, its changelog checked;
-    ``traced``: the consumer traces its messages."""
+def state_keeper(config: ConsumerConfig, source: Source, traced: bool) -> StateKeeper:
+    """The keeper of ``config.state`` for a consumer of ``source``; ``traced``: the consumer
+    traces its messages. Its changelog is checked by :meth:`StateKeeper.open`, once the
+    source has opened (so an unreachable cluster or a missing input topic is reported as
+    for any consumer, first)."""
     store = cast(StateStore, config.state)
-    keeper = StateKeeper(store, source, config.exactly_once, traced)
-    keeper.open()
-    return keeper
+    return StateKeeper(store, source, config.exactly_once, traced)
 
 
 def changelog_log(source: Source, exactly_once: bool) -> ChangelogLog:
