@@ -1,208 +1,362 @@
-"""BoundedServer: the HTTP server behind laneway's probes and ``/metrics``, bounded so a
-client cannot take it over.
+"""BoundedServer: the HTTP server behind laneway's probes, ``/metrics`` and status pages,
+built so that no client can take it away from the others.
 
 Python's ``ThreadingHTTPServer`` (and prometheus-client's exporter, built on it) gives
-every connection a thread for as long as the connection stays open, and reads as much
-request as it is sent: 300 connections that say nothing hold 300 threads, forever
-(measured on prometheus-client's ``start_http_server``). Here a server holds at most
-``limit`` connections (one more is answered 503 at once and closed), each for at most
-``timeout`` seconds *from accept* (a deadline, not a socket timeout, which a client
-sending a byte a second would restart forever), reads at most :data:`MAX_REQUEST_BYTES`
-of a request, and answers any method but GET with 405. A probe or a scraper needs one or
-two connections. A client that goes away before its answer is logged at DEBUG through
-laneway's logging, not as a traceback on stderr.
+every connection a thread for as long as it stays open, and reads as much request as it
+is sent: 300 connections that say nothing hold 300 threads, forever. A server with a
+fixed number of such threads instead is no better: clients that send their request a
+byte at a time, and connect again as soon as they are closed, hold every thread, and a
+kubelet's ``/livez`` is refused (measured: 16 such clients, 47 of 48 probes answered
+503; see docs/guides/operating.md).
+
+So connections cost no thread here. One thread runs an event loop (``selectors``): it
+accepts connections, reads each request's head as it comes, and writes each answer as
+the client takes it, all without blocking. Only a complete request goes to a worker (one
+of :data:`WORKERS` threads), which computes the answer and hands it back; a worker never
+waits for a client. A slow client therefore holds a socket and at most
+:data:`MAX_REQUEST_BYTES` of memory, never a worker.
+
+Bounds: at most ``limit`` connections at once (:data:`MAX_CONNECTIONS`), at most
+:data:`MAX_PER_ADDRESS` of them from one client address; one more is answered 503 at
+once and closed (the server is truly overloaded). Each connection has ``timeout``
+seconds *from accept* (:data:`REQUEST_TIMEOUT`, a deadline, not a socket timeout that a
+byte a second would restart) to send its request and take its answer, else it is
+closed. Requests for ``urgent`` paths (the probes) go to the workers before any other.
+Any method but GET is answered 405. A client that goes away before its answer is logged
+at DEBUG, a handler that fails as a WARNING with its traceback, through laneway's
+logging.
 """
 
 from __future__ import annotations
 
-import http.client
-import io
+import contextlib
+import itertools
+import queue
+import selectors
 import socket
-import sys
 import threading
 import time
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 
 from laneway.logs import get_logger
+from laneway.observability.http_request import (
+    MAX_REQUEST_BYTES,
+    Refused,
+    Request,
+    error_answer,
+    head_of,
+    parse,
+)
 
 log = get_logger(__name__)
 
-MAX_CONNECTIONS = 16
-"""Connections served at once (a thread each); one more is answered 503 at once and
-closed. Probes and scrapers need one or two."""
+MAX_CONNECTIONS = 256
+"""Connections held at once (a socket and at most 8 KiB each, no thread); one more is
+answered 503 at once and closed."""
+MAX_PER_ADDRESS = 64
+"""Connections held at once from one client address (at most ``limit``): a single
+client cannot fill the server."""
 REQUEST_TIMEOUT = 5.0
 """Seconds from accept within which a connection must send its request and take the
-answer, else it is closed: a client that connects and says nothing, or says it slowly,
-does not hold a thread."""
-MAX_REQUEST_BYTES = 8_192
-"""The most a request's line and headers may hold; more is answered 414 or 431."""
+answer, else it is closed."""
+WORKERS = 2
+"""Threads that compute answers (a probe's takes well under a millisecond)."""
+ACCEPT_PAUSE = 0.1
+"""Seconds the server stops accepting when the process is out of file descriptors."""
+LINGER_BYTES = 65_536
+"""What is read and dropped of a client's input after its answer, waiting for it to
+close first (so that closing does not reset a connection whose answer is unread)."""
 
-_BUSY = (
-    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Connection: close\r\n\r\n"
-    b'{"error": "too many connections to this server"}'
-)
+Handler = Callable[[Request], None]
+"""Answers a request by calling its :meth:`~laneway.observability.http_request.Request.reply`."""
+
+_BUSY = error_answer(503, "too many connections to this server")
+_BUSY_ADDRESS = error_answer(503, "too many connections from this address")
+_NO_ANSWER = error_answer(500, "the request could not be answered")
 
 
-class BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``limit`` at once; more are accepted (the listen
-    queue holds 64) only to be refused at once. ``handler`` should extend
-    :class:`BoundedRequest` (its ``timeout`` bounds each connection). Raises
-    ``OSError`` when ``address`` cannot be bound."""
+@dataclass(eq=False)
+class _Connection:
+    """A connection the event loop holds: reading its head, waiting for a worker,
+    writing its answer, or lingering until the client closes (``out`` is ``None`` until
+    the answer is known)."""
 
-    daemon_threads = True
-    request_queue_size = 64
+    sock: socket.socket
+    address: str
+    deadline: float
+    received: bytearray = field(default_factory=bytearray)
+    out: memoryview | None = None
+    working: bool = False
+    dropped: int = 0
+    closed: bool = False
+
+
+class BoundedServer:
+    """An HTTP server on ``address`` answering GET requests with ``handler`` (on one of
+    :data:`WORKERS` threads), bounded as the module says: ``limit`` connections, each for
+    ``timeout`` seconds from accept (:data:`REQUEST_TIMEOUT` unless given), requests for
+    ``urgent`` paths first. Raises ``OSError`` when ``address`` cannot be bound. Run
+    :meth:`serve_forever` in a thread of its own (``name`` names its threads);
+    :meth:`shutdown` ends it, :meth:`server_close` releases the port."""
 
     def __init__(
         self,
         address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
+        handler: Handler,
         limit: int = MAX_CONNECTIONS,
+        *,
+        timeout: float | None = None,
+        urgent: Collection[str] = (),
+        name: str = "laneway-http",
     ) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self._slots = threading.BoundedSemaphore(limit)
-        self._lock = threading.Lock()
-        self.active = 0
-        """Connections being served now."""
-        super().__init__(address, handler)
+        self._handler = handler
+        self._limit = limit
+        self._per_address = min(limit, MAX_PER_ADDRESS)
+        self._timeout = REQUEST_TIMEOUT if timeout is None else timeout
+        self._urgent = frozenset(urgent)
+        self.name = name
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind(address)
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        self._listener.setblocking(False)
+        self.server_address: tuple[str, int] = self._listener.getsockname()[:2]
+        self._waker, self._wakened = socket.socketpair()
+        self._waker.setblocking(False)
+        self._wakened.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._open: set[_Connection] = set()
+        self._by_address: Counter[str] = Counter()
+        self._work: queue.PriorityQueue[tuple[int, int, _Connection | None, Request | None]]
+        self._work = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._answers: queue.SimpleQueue[tuple[_Connection, bytes]] = queue.SimpleQueue()
+        self._stopping = False
+        self._serving = False
+        self._stopped = threading.Event()
+        self._accepting_from = 0.0
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            _refuse(request)
-            self.shutdown_request(request)
-            return
-        with self._lock:
-            self.active += 1
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._release()
-            raise
+    @property
+    def active(self) -> int:
+        """Connections held now."""
+        return len(self._open)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown` (or an exception in this thread, such as
+        ``KeyboardInterrupt``); then every connection is closed and the workers end."""
+        self._serving = True
+        workers = [
+            threading.Thread(target=self._work_loop, name=f"{self.name}-worker", daemon=True)
+            for _ in range(WORKERS)
+        ]
+        for worker in workers:
+            worker.start()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._selector.register(self._wakened, selectors.EVENT_READ)
         try:
-            super().process_request_thread(request, client_address)
+            while not self._stopping:
+                self._turn()
         finally:
-            self._release()
+            for connection in list(self._open):
+                self._close(connection)
+            for _ in workers:
+                self._work.put((-1, next(self._order), None, None))
+            self._selector.close()
+            self._stopped.set()
 
-    def _release(self) -> None:
-        with self._lock:
-            self.active -= 1
-        self._slots.release()
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait until it has (from another thread)."""
+        self._stopping = True
+        self._wake()
+        if self._serving:
+            self._stopped.wait()
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A request that failed: a client that went away (or ran out of time) before its
-        answer at DEBUG, anything else as a WARNING with its traceback, both through
-        laneway's logging (its format and level) instead of ``socketserver``'s print to
-        stderr."""
-        error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionError, TimeoutError)):
-            log.debug("%s: a client went away before its answer: %s", type(self).__name__, error)
-        else:
-            log.warning("%s: a request failed", type(self).__name__, exc_info=True)
+    def server_close(self) -> None:
+        """Release the port."""
+        self._listener.close()
+        self._waker.close()
+        self._wakened.close()
+
+    def _turn(self) -> None:
+        """One turn of the loop: wait for the next event or deadline, handle what came."""
+        now = time.monotonic()
+        if self._accepting_from and now >= self._accepting_from:
+            self._accepting_from = 0.0
+            self._selector.register(self._listener, selectors.EVENT_READ)
+        waits = [c.deadline for c in self._open]
+        if self._accepting_from:
+            waits.append(self._accepting_from)
+        timeout = max(0.0, min(waits) - now) if waits else None
+        for key, events in self._selector.select(timeout):
+            if key.fileobj is self._listener:
+                self._accept()
+            elif key.fileobj is self._wakened:
+                self._take_answers()
+            elif events & selectors.EVENT_WRITE:
+                self._write(key.data)
+            else:
+                self._read(key.data)
+        now = time.monotonic()
+        for connection in [c for c in self._open if c.deadline <= now]:
+            log.debug(
+                "%s: closed a connection from %s at its deadline", self.name, connection.address
+            )
+            self._close(connection)
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, peer = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as error:  # out of file descriptors: let some close first
+                log.warning("%s cannot accept a connection: %s", self.name, error)
+                self._selector.unregister(self._listener)
+                self._accepting_from = time.monotonic() + ACCEPT_PAUSE
+                return
+            address = str(peer[0])
+            if len(self._open) >= self._limit:
+                _refuse(sock, _BUSY)
+            elif self._by_address[address] >= self._per_address:
+                _refuse(sock, _BUSY_ADDRESS)
+            else:
+                sock.setblocking(False)
+                connection = _Connection(sock, address, time.monotonic() + self._timeout)
+                self._open.add(connection)
+                self._by_address[address] += 1
+                self._selector.register(sock, selectors.EVENT_READ, connection)
+                self._read(connection)  # what came with it, or a reset: no slot for the dead
+
+    def _read(self, connection: _Connection) -> None:
+        answered = connection.out is not None or connection.working
+        wanted = 4096 if answered else MAX_REQUEST_BYTES + 1 - len(connection.received)
+        try:
+            data = connection.sock.recv(wanted)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            log.debug("%s: a client went away: %s", self.name, error)
+            self._close(connection)
+            return
+        if not data:
+            self._close(connection)  # the client closed (or gave up before its answer)
+            return
+        if answered:
+            connection.dropped += len(data)
+            if connection.dropped > LINGER_BYTES:
+                self._close(connection)
+            return
+        connection.received += data
+        try:
+            head = head_of(bytes(connection.received))
+            if head is None:
+                return
+            request = parse(head, connection.address)
+        except Refused as refused:
+            self._send(connection, refused.answer)
+            return
+        connection.working = True
+        self._selector.unregister(connection.sock)
+        first = 0 if request.path.split("?", 1)[0] in self._urgent else 1
+        self._work.put((first, next(self._order), connection, request))
+
+    def _work_loop(self) -> None:
+        while True:
+            _, _, connection, request = self._work.get()
+            if connection is None or request is None:
+                return
+            if connection.closed:
+                continue  # its deadline passed while it waited
+            try:
+                self._handler(request)
+                answer = request.answer or _NO_ANSWER
+                log.debug(
+                    "%s: %s GET %s %d", self.name, request.client, request.path, request.status
+                )
+            except Exception:
+                log.warning("%s: a request failed", self.name, exc_info=True)
+                answer = _NO_ANSWER
+            self._answers.put((connection, answer))
+            self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
+            self._waker.send(b"\0")
+
+    def _take_answers(self) -> None:
+        with contextlib.suppress(OSError):
+            while self._wakened.recv(4096):
+                pass
+        while True:
+            try:
+                connection, answer = self._answers.get_nowait()
+            except queue.Empty:
+                return
+            if connection.closed:
+                continue
+            connection.working = False
+            connection.out = memoryview(answer)
+            self._selector.register(connection.sock, selectors.EVENT_WRITE, connection)
+            self._write(connection)
+
+    def _send(self, connection: _Connection, answer: bytes) -> None:
+        connection.out = memoryview(answer)
+        self._selector.modify(connection.sock, selectors.EVENT_WRITE, connection)
+        self._write(connection)
+
+    def _write(self, connection: _Connection) -> None:
+        assert connection.out is not None
+        try:
+            sent = connection.sock.send(connection.out)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            log.debug("%s: a client went away before its answer: %s", self.name, error)
+            self._close(connection)
+            return
+        connection.out = connection.out[sent:]
+        if connection.out:
+            return
+        try:  # answered: wait for the client to close, reading and dropping what it sends
+            connection.sock.shutdown(socket.SHUT_WR)
+            self._selector.modify(connection.sock, selectors.EVENT_READ, connection)
+        except OSError:
+            self._close(connection)
+
+    def _close(self, connection: _Connection) -> None:
+        if connection.closed:
+            return
+        connection.closed = True
+        self._open.discard(connection)
+        self._by_address[connection.address] -= 1
+        if not self._by_address[connection.address]:
+            del self._by_address[connection.address]
+        if not connection.working:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(connection.sock)
+        connection.sock.close()
 
 
-def _refuse(request: socket.socket) -> None:
-    """Tell a connection over the limit why it is closed, without waiting for it."""
+def _refuse(sock: socket.socket, answer: bytes) -> None:
+    """Tell a connection over the limit why it is closed, without waiting for it (what
+    it sent already is read first, so that closing does not reset the answer)."""
     try:
-        request.setblocking(False)
-        request.send(_BUSY)
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            sock.recv(65_536)
+        sock.send(answer)
     except OSError:
         pass
-
-
-class BoundedRequest(BaseHTTPRequestHandler):
-    """One request per connection, its line and headers bounded, GET only, within
-    ``timeout`` seconds of the connection's accept (a class attribute:
-    :data:`REQUEST_TIMEOUT` unless set)."""
-
-    timeout = REQUEST_TIMEOUT
-
-    def setup(self) -> None:
-        super().setup()
-        self.deadline = time.monotonic() + float(self.timeout or REQUEST_TIMEOUT)
-        reader = io.BufferedReader(_DeadlineReader(self.connection, self.deadline))
-        self.rfile = _Bounded(reader, MAX_REQUEST_BYTES)  # type: ignore[assignment]
-
-    def parse_request(self) -> bool:
-        if not super().parse_request():
-            return False
-        if self.command != "GET":
-            self.send_response(HTTPStatus.METHOD_NOT_ALLOWED)
-            self.send_header("Allow", "GET")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return False
-        return True
-
-    def handle_one_request(self) -> None:
-        try:
-            super().handle_one_request()
-        except http.client.LineTooLong:
-            self.requestline, self.request_version, self.command = "", "", ""
-            self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
-            self.close_connection = True
-        except TimeoutError:
-            self.close_connection = True
-
-    def reply(
-        self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
-    ) -> None:
-        """Send ``body`` as the whole answer (with ``headers`` besides the content's), within
-        what is left of the deadline."""
-        self.connection.settimeout(max(0.001, self.deadline - time.monotonic()))
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s %s", type(self).__name__, format % args)
-
-
-class _DeadlineReader(io.RawIOBase):
-    """A connection's input that raises ``TimeoutError`` once ``deadline`` has passed:
-    each read may wait only for what is left of it."""
-
-    def __init__(self, connection: socket.socket, deadline: float) -> None:
-        super().__init__()
-        self._connection = connection
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the connection's time is up")
-        self._connection.settimeout(left)
-        return self._connection.recv_into(buffer)
-
-
-class _Bounded:
-    """A request's input that raises ``LineTooLong`` past ``limit`` bytes in all."""
-
-    def __init__(self, raw: io.BufferedIOBase, limit: int) -> None:
-        self._raw = raw
-        self._left = limit
-
-    def readline(self, size: int = -1) -> bytes:
-        wanted = self._left + 1 if size < 0 else min(size, self._left + 1)
-        line = self._raw.readline(wanted)
-        self._left -= len(line)
-        if self._left < 0:
-            raise http.client.LineTooLong("request line or headers")
-        return line
-
-    def close(self) -> None:
-        self._raw.close()
+    finally:
+        sock.close()

@@ -30,7 +30,8 @@ from laneway.metrics import (
     MetricDefinition,
     MetricKind,
 )
-from laneway.observability.bounded_http import BoundedRequest, BoundedServer
+from laneway.observability.bounded_http import BoundedServer
+from laneway.observability.http_request import Request
 
 LOOPBACK = "127.0.0.1"
 """Where ``/metrics`` listens unless an address is given."""
@@ -116,18 +117,18 @@ class PrometheusMetrics:
         picks a free one). Loopback by default: ``"0.0.0.0"`` or ``"::"`` serves every
         interface. The text format, or OpenMetrics when the scraper's ``Accept`` asks for
         it. The server is bounded like the health probes'
-        (:mod:`~laneway.observability.bounded_http`): 16 connections, 5 s each."""
+        (:mod:`~laneway.observability.bounded_http`): connections cost no thread, 256 at
+        most, 5 s each, so slow clients cannot keep a scraper from its answer."""
         registry = self.registry
 
-        class Handler(BoundedRequest):
-            def do_GET(self) -> None:
-                if self.path.split("?", 1)[0] != "/metrics":
-                    self.reply(404, "text/plain; charset=utf-8", b"try /metrics\n")
-                    return
-                encode, content_type = choose_encoder(self.headers.get("Accept", ""))
-                self.reply(200, content_type, encode(registry))
+        def answer(request: Request) -> None:
+            if request.path.split("?", 1)[0] != "/metrics":
+                request.reply(404, "text/plain; charset=utf-8", b"try /metrics\n")
+                return
+            encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+            request.reply(200, content_type, encode(registry))
 
-        server = BoundedServer((address, port), Handler)
+        server = BoundedServer((address, port), answer, name="laneway-metrics")
         threading.Thread(target=server.serve_forever, name="laneway-metrics", daemon=True).start()
         return server.port
 

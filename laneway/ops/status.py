@@ -10,7 +10,8 @@ from types import FrameType
 
 import click
 
-from laneway.observability.bounded_http import MAX_CONNECTIONS, BoundedRequest, BoundedServer
+from laneway.observability.bounded_http import BoundedServer
+from laneway.observability.http_request import Request
 from laneway.ops.connection import (
     EXIT_CODES_HELP,
     OpsError,
@@ -130,19 +131,18 @@ def _print_once(watched: GroupStatus) -> int:
 
 
 def _serve(watched: GroupStatus, address: str, port: int) -> int:
-    class Handler(BoundedRequest):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path in ("/", "/status"):
-                send_page(self)
-            elif path == "/status.json":
-                send_document(self, watched.document())
-            else:
-                body = json.dumps({"error": f"unknown path {path}; try /status"}).encode()
-                self.reply(404, "application/json", body)
+    def answer(request: Request) -> None:
+        path = request.path.split("?", 1)[0]
+        if path in ("/", "/status"):
+            send_page(request)
+        elif path == "/status.json":
+            send_document(request, watched.document())
+        else:
+            body = json.dumps({"error": f"unknown path {path}; try /status"}).encode()
+            request.reply(404, "application/json", body)
 
     try:
-        server = BoundedServer((address, port), Handler, MAX_CONNECTIONS)
+        server = BoundedServer((address, port), answer, name="laneway-status")
     except OSError as error:
         raise OpsError(
             f"--port {port} on --address {address} cannot be used: {error.strerror or error}",

@@ -13,18 +13,17 @@ from laneway.control.backlog import Backlog
 from laneway.errors import ConfigError
 from laneway.health import Health
 from laneway.logs import get_logger
-from laneway.observability.bounded_http import (
-    MAX_CONNECTIONS,
-    REQUEST_TIMEOUT,
-    BoundedRequest,
-    BoundedServer,
-)
+from laneway.observability.bounded_http import MAX_CONNECTIONS, REQUEST_TIMEOUT, BoundedServer
+from laneway.observability.http_request import Request
 from laneway.status.page import PATHS, send_document, send_page
 
 if TYPE_CHECKING:
     from laneway.status.member import MemberStatus
 
 log = get_logger(__name__)
+
+PROBES = ("/livez", "/readyz")
+"""The probes' paths, answered before any other."""
 
 
 class HealthServer:
@@ -39,9 +38,12 @@ class HealthServer:
 
     Secure by default: it listens on 127.0.0.1 (``host="0.0.0.0"`` or ``"::"`` for every
     interface, e.g. in a container probed from outside) and shows message keys only with
-    ``show_keys=True``. It holds at most :data:`MAX_CONNECTIONS` connections, each for at
-    most :data:`REQUEST_TIMEOUT` seconds, reads at most :data:`MAX_REQUEST_BYTES` of a
-    request, and answers any method but GET with 405.
+    ``show_keys=True``. Connections cost no thread (see
+    :mod:`~laneway.observability.bounded_http`): it holds up to ``max_connections``
+    (:data:`MAX_CONNECTIONS`), each for at most ``timeout`` seconds from accept
+    (:data:`REQUEST_TIMEOUT`), reads at most 8 KiB of a request, answers ``/livez`` and
+    ``/readyz`` before any other path, and any method but GET with 405: slow clients
+    cannot keep the probes from their answers.
     """
 
     def __init__(
@@ -59,19 +61,19 @@ class HealthServer:
         self._health = health
         self._backlog = backlog
         self._status = status
-        self._paths = ("/livez", "/readyz") + (() if backlog is None else ("/backlog",))
+        self._paths = PROBES + (() if backlog is None else ("/backlog",))
         if status is not None:
             self._paths += PATHS
         self._show_keys = show_keys
-        server = self
-
-        class Handler(BoundedRequest):
-            def do_GET(self) -> None:
-                server._answer(self)
-
-        Handler.timeout = timeout
         try:
-            self._server = BoundedServer((host, port), Handler, max_connections)
+            self._server = BoundedServer(
+                (host, port),
+                self._answer,
+                max_connections,
+                timeout=timeout,
+                urgent=PROBES,
+                name="laneway-health",
+            )
         except OSError as error:
             raise ConfigError(
                 f"health_port={port} on health_address={host} cannot be used: "
@@ -87,7 +89,7 @@ class HealthServer:
 
     @property
     def connections(self) -> int:
-        """Connections being served now (each in a thread of its own)."""
+        """Connections held now (none holds a thread)."""
         return self._server.active
 
     def start(self) -> None:
@@ -103,7 +105,7 @@ class HealthServer:
         if self._status is not None:
             self._status.stop()
 
-    def _answer(self, request: BoundedRequest) -> None:
+    def _answer(self, request: Request) -> None:
         path = request.path.split("?", 1)[0]
         if path not in self._paths:
             known = ", ".join(self._paths)
@@ -123,5 +125,5 @@ class HealthServer:
         self._send(request, 200 if ok else 503, health.as_json(keys=self._show_keys))
 
     @staticmethod
-    def _send(request: BoundedRequest, status: int, body: dict[str, object]) -> None:
+    def _send(request: Request, status: int, body: dict[str, object]) -> None:
         request.reply(status, "application/json", json.dumps(body).encode())

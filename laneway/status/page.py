@@ -17,7 +17,7 @@ PATHS = ("/status", "/status.json")
 
 class Replier(Protocol):
     """What answers one HTTP request: a
-    :class:`~laneway.observability.bounded_http.BoundedRequest`."""
+    :class:`~laneway.observability.http_request.Request`."""
 
     def reply(
         self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
