@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from laneway.printable import key_text
 from laneway.types import Restore, Stall
 
 
@@ -34,8 +35,9 @@ class Health:
         """A JSON-serialisable form: each stalled message's position and age, what waits
         for it (messages, keys and partitions counted; ``waiting.keys_named`` lists up to
         10 keys) and the finished messages it holds uncommitted (``held_back``); keys (as
-        text, undecodable bytes escaped) only with ``keys=True``, since a key is message
-        data (an e-mail address, an account). ``restoring``: per partition being
+        text, undecodable bytes escaped, each cut to 256 characters: see
+        :func:`~laneway.printable.key_text`) only with ``keys=True``, since a key is
+        message data (an e-mail address, an account). ``restoring``: per partition being
         restored, its changelog ``records`` read of ``total``, whether ``full`` and for how
         many ``seconds``."""
         stalled = [stall_as_json(s, keys) for s in self.stalled]
@@ -62,7 +64,7 @@ def restore_as_json(restore: Restore) -> dict[str, Any]:
 
 
 def _text(key: bytes | None) -> str | None:
-    return None if key is None else key.decode("utf-8", "backslashreplace")
+    return None if key is None else key_text(key)
 
 
 def stall_as_json(stall: Stall, keys: bool = False) -> dict[str, Any]:

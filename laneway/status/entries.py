@@ -8,6 +8,8 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from laneway.printable import key_text
+
 KEY_FIELDS = frozenset({"key", "keys", "names"})
 """Fields that hold message keys (message data: an e-mail address, an account): left out
 unless keys may be shown (a count, an ``int``, is shown). Any ``bytes`` value is treated
@@ -33,15 +35,16 @@ def entry(item: object, show_keys: bool) -> dict[str, Any]:
 
 
 def as_json(value: object, show_keys: bool) -> Any:
-    """``value`` as JSON: bytes as text (undecodable bytes escaped), floats to 3 decimals,
-    a ``(topic, partition)`` pair as ``topic[partition]``, enums by value, dataclasses,
+    """``value`` as JSON: bytes (keys) as text, undecodable bytes escaped, cut to 256
+    characters (:func:`~laneway.printable.key_text`), floats to 3 decimals, a ``(topic,
+    partition)`` pair as ``topic[partition]``, enums by value, dataclasses,
     mappings and sequences element by element."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         return round(value, 3)
     if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "backslashreplace")
+        return key_text(bytes(value))
     if isinstance(value, enum.Enum):
         return as_json(value.value, show_keys)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -171,7 +171,8 @@ def partitions(
             "series": series.get(pid, []),
         }
         if keys:
-            stall = None if p is None else stalled.get((*pid, p.first_unfinished or -1))
+            blocking = None if p is None else p.first_unfinished
+            stall = None if blocking is None else stalled.get((*pid, blocking))
             row["blocking_key"] = None if stall is None else as_json(stall.key, keys)
         rows.append(row)
     return rows

@@ -16,6 +16,7 @@ import pytest
 
 import laneway
 from laneway.health import Health
+from laneway.printable import KEY_CHARACTERS
 from laneway.service.health_server import HealthServer
 from laneway.status.member import MemberStatus
 
@@ -119,3 +120,55 @@ def test_without_a_status_the_paths_are_unknown() -> None:
         assert status == 404 and b"/livez" in body
     finally:
         probes.stop()
+
+
+def test_a_huge_key_is_cut_so_every_answer_stays_small() -> None:
+    # Before: a 100 KB key was embedded whole wherever it is shown (the stalled message, the
+    # partition's blocking key, what waits behind it): each /status.json was 208 KB.
+    log = laneway.EmbeddedLog()
+    log.create_topic("orders", partitions=1)
+    huge = b"k" * 100_000 + b"\x1b[2J"
+    log.produce("orders", value=b"v", key=huge)
+    log.produce("orders", value=b"v", key=huge)  # waits behind the first
+    release = threading.Event()
+
+    def handle(message: laneway.Message) -> None:
+        release.wait(10)
+
+    consumer = laneway.Consumer(
+        log.subscribe(["orders"], GROUP), handle, engine="thread", stall_timeout=0.2,
+        handle_signals=False,
+    )  # fmt: skip
+    status = MemberStatus(consumer, show_keys=True)
+    server = HealthServer(
+        consumer.health, 0, show_keys=True, backlog=consumer.backlog, status=status
+    )
+    server.start()
+    runner = threading.Thread(target=consumer.run, daemon=True)
+    runner.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # until the stall is seen and the backlog sampled with it
+            _, _, body = get(base + "/status.json")
+            shown = json.loads(body)
+            rows = shown["partitions"]
+            if rows and rows[0]["blocking_key"] and shown["lists"]["stalled"]["entries"]:
+                break
+            assert time.monotonic() < deadline, "the first message stalls"
+            time.sleep(0.05)
+        [row] = rows
+        [stalled] = shown["lists"]["stalled"]["entries"]
+        marker = "k" * KEY_CHARACTERS + "...[100004 bytes]"
+        assert row["blocking_key"] == marker and stalled["key"] == marker
+        assert len(body) < 20_000, len(body)
+        for path in ("/readyz", "/backlog"):
+            _, _, probe = get(base + path)
+            [stall] = json.loads(probe)["stalled"]
+            assert stall["key"] == marker and stall["waiting"]["keys_named"] == [marker]
+            assert len(probe) < 2_000, (path, len(probe))
+    finally:
+        release.set()
+        consumer.stop()
+        runner.join(10)
+        server.stop()
