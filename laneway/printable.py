@@ -8,13 +8,16 @@ DEL and the C1 controls, bidirectional overrides and the other format characters
 unassigned code points) is written as its Python escape (``\\x1b``, ``\\u202e``), so a
 record cannot clear the operator's screen, set the window title, move the cursor, hide
 text or start a line of its own. Every CLI command prints such text through it (tables,
-dead letters, error and log lines); JSON output needs no more than JSON's own escaping.
+dead letters, error lines, and log lines through :class:`PrintableFormatter`); JSON
+output needs no more than JSON's own escaping.
 
 :func:`key_text` is for JSON (``/readyz``, ``/backlog``, ``/status.json``): a key as text,
 its bytes that are not UTF-8 as ``\\xff``, cut to :data:`KEY_CHARACTERS` with a marker.
 """
 
 from __future__ import annotations
+
+import logging
 
 KEY_CHARACTERS = 256
 """The most of a key an answer shows; a longer key is cut there and ends in
@@ -42,6 +45,17 @@ def key_text(key: bytes, limit: int = KEY_CHARACTERS) -> str:
     if len(text) <= limit:
         return text  # a character takes at most four bytes: the key was not cut
     return f"{text[:limit]}...[{len(key)} bytes]"
+
+
+class PrintableFormatter(logging.Formatter):
+    """A log format for a terminal: the message (which may quote a key, a broker's error,
+    a member's answer) made :func:`printable`, newline included, so it stays one line; a
+    traceback's lines kept apart but made printable too."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        shown = logging.makeLogRecord(record.__dict__)
+        shown.msg, shown.args = printable(record.getMessage()), None
+        return printable(super().format(shown), keep="\n")
 
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -28,6 +28,7 @@ from laneway.errors import (
     UnknownTopicError,
 )
 from laneway.logs import get_logger
+from laneway.printable import PrintableFormatter, printable
 from laneway.service import exits
 from laneway.service.settings import Resolved, resolve
 
@@ -82,13 +83,14 @@ def connection_options(command: F) -> F:
     )(command)
 
 
-class _CommandLines(logging.Formatter):
+class _CommandLines(PrintableFormatter):
     def __init__(self, name: str) -> None:
         super().__init__(f"laneway {name}: %(levelname)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        record.levelname = record.levelname.lower()
-        return super().format(record)
+        shown = logging.makeLogRecord(record.__dict__)
+        shown.levelname = record.levelname.lower()
+        return super().format(shown)
 
 
 LIBRDKAFKA_LINES, CLIENT_ERRORS = "laneway.librdkafka", "laneway.kafka"
@@ -121,8 +123,9 @@ def command_logging(name: str) -> None:
 
 def finish(name: str, body: Callable[[], int]) -> NoReturn:
     """Run a command's ``body`` and exit with its code, or report its error in one line
-    (``laneway NAME: error: ...``) and exit with the error's code; what the command logs
-    meanwhile is written as :func:`command_logging` says."""
+    (``laneway NAME: error: ...``, :func:`~laneway.printable.printable`: it may name what
+    the log, the group or a broker said) and exit with the error's code; what the command
+    logs meanwhile is written as :func:`command_logging` says."""
     command_logging(name)
     try:
         code = body()
@@ -140,5 +143,5 @@ def finish(name: str, body: Callable[[], int]) -> NoReturn:
 
 
 def _report(name: str, error: LanewayError, code: int) -> int:
-    click.echo(f"laneway {name}: error: {error}", err=True)
+    click.echo(f"laneway {name}: error: {printable(str(error))}", err=True)
     return code

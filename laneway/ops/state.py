@@ -17,6 +17,7 @@ from laneway.ops.connection import (
     resolve_settings,
 )
 from laneway.ops.tables import Cell, render
+from laneway.printable import printable_bytes
 from laneway.service import exits
 from laneway.state.reading import ChangelogStates, KeyState, latest_states, open_changelog
 
@@ -34,8 +35,9 @@ HELP = f"""{SUMMARY}
 
 The state is what a restore would build: per key the changelog record with the highest
 input offset (on Kafka committed records only, up to the last stable offset). A value is
-message data: it is shown (as text, or hex when not UTF-8) only with --show-values. Keys
-are shown as text, or hex when not UTF-8; a keyless message's state is the empty key.
+message data: it is shown only with --show-values. Keys and values are shown as text,
+with non-printable characters and bytes that are not UTF-8 escaped (\\x1b, \\xff); a
+keyless message's state is the empty key.
 
 The changelog and the connection default to laneway run's settings
 (LANEWAY_STATE_CHANGELOG, --config FILE), so the same file and variables serve both.
@@ -142,7 +144,7 @@ def describe(
     if found.skipped:
         title += f", {found.skipped} skipped (no laneway offset header: not a state record)"
     if not states:
-        what = "no state" if key is None else f"no state for key {_text(key)}"
+        what = "no state" if key is None else f"no state for key {printable_bytes(key)}"
         return f"{title}\n{what}"
     header = ["partition", "key", "input offset", "changelog offset", "bytes"]
     if show_values:
@@ -150,9 +152,9 @@ def describe(
     rows: list[list[Cell]] = []
     for s in states:
         size = len(s.value or b"")
-        row: list[Cell] = [s.partition, _text(s.key), s.offset, s.position, size]
+        row: list[Cell] = [s.partition, printable_bytes(s.key), s.offset, s.position, size]
         if show_values:
-            row.append(_text(s.value or b""))
+            row.append(printable_bytes(s.value or b""))
         rows.append(row)
     return f"{title}\n\n{render(header, rows)}"
 
@@ -160,20 +162,11 @@ def describe(
 def _as_json(state: KeyState, show_values: bool) -> dict[str, object]:
     shown: dict[str, object] = {
         "partition": state.partition,
-        "key": _text(state.key),
+        "key": printable_bytes(state.key),
         "offset": state.offset,
         "changelog_offset": state.position,
         "bytes": len(state.value or b""),
     }
     if show_values:
-        shown["value"] = _text(state.value or b"")
+        shown["value"] = printable_bytes(state.value or b"")
     return shown
-
-
-def _text(data: bytes) -> str:
-    """``data`` as text when it is printable UTF-8, else as ``0x`` and hex."""
-    try:
-        text = data.decode()
-    except UnicodeDecodeError:
-        return "0x" + data.hex()
-    return text if text.isprintable() else "0x" + data.hex()

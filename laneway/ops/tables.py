@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from laneway.offsets.backlog import GroupBacklog
+from laneway.printable import printable
 
 Cell = str | int | float | None
 
 
 def render(header: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
-    """``header`` and ``rows`` as columns two spaces apart; text left-aligned, numbers
+    """``header`` and ``rows`` as columns two spaces apart; text left-aligned (its
+    non-printable characters escaped: see :func:`~laneway.printable.printable`), numbers
     right-aligned, ``None`` as ``-``; no trailing spaces."""
     shown = [[_text(cell) for cell in row] for row in rows]
     widths = [len(name) for name in header]
@@ -39,7 +41,7 @@ def _text(cell: Cell) -> str:
         return f"{cell:,.1f}"
     if isinstance(cell, int):
         return str(cell)
-    return cell
+    return printable(cell)
 
 
 BACKLOG_HEADER = ("topic", "partition", "committed", "end", "lag", "finished", "backlog")

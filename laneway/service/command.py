@@ -19,6 +19,7 @@ from laneway.errors import (
     UnknownTopicError,
 )
 from laneway.logs import get_logger, show_keys
+from laneway.printable import printable
 from laneway.service import exits
 from laneway.service.handler_ref import load_handler
 from laneway.service.logs import configure, scrubbed, start_failed, started
@@ -133,7 +134,7 @@ def _check(settings: Resolved) -> None:
 
 def _fail(error: LanewayError, code: int) -> int:
     start_failed()
-    click.echo(f"laneway run: error: {scrubbed(str(error))}", err=True)
+    click.echo(f"laneway run: error: {printable(scrubbed(str(error)))}", err=True)
     return code
 
 

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from laneway.printable import PrintableFormatter
+
 EXTRA_FIELDS = ("topic", "partition", "offset", "member")
 """Record attributes copied into JSON lines (and shown in text ones) when present."""
 
@@ -36,8 +38,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-class TextFormatter(logging.Formatter):
-    """``time level logger: message [topic[partition]@offset]``."""
+class TextFormatter(PrintableFormatter):
+    """``time level logger: message [topic[partition]@offset]``, made printable (see
+    :class:`~laneway.printable.PrintableFormatter`: a key or a broker's text in a message
+    cannot act on the terminal it is read in)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")

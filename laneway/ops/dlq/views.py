@@ -2,7 +2,10 @@
 
 Keys, values and the values of a record's own headers are record contents: printed only
 when asked (``show --values``). laneway's own headers (error type and message, attempts,
-origin, replay count) are printed; tracebacks only with ``show --traceback``.
+origin, replay count) are printed; tracebacks only with ``show --traceback``. Anyone who
+can write the topic can write any of it, so every name and text is printed through
+:func:`~laneway.printable.printable` (tables through :func:`~laneway.ops.tables.render`):
+nothing in a record can move the cursor, clear the screen or start a line of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from laneway.ops.dlq.records import ERROR_PREFIX, DeadLetter, short
 from laneway.ops.dlq.replay import ReplayReport
 from laneway.ops.dlq.selection import Selection, format_time
 from laneway.ops.tables import render
+from laneway.printable import printable
 
 TRACEBACK = ERROR_PREFIX + "traceback"
 
@@ -103,20 +107,22 @@ def letter_lines(letter: DeadLetter, values: bool, tracebacks: bool) -> list[str
     lines = [
         f"{m.topic}[{m.partition}] offset {m.offset}, dead-lettered {format_time(m.timestamp)}"
     ]
-    if values:
+    if values:  # bytes literals: repr escapes every byte that is not printable ASCII
         lines.append(f"  key: {m.key!r}")
         lines.append(f"  value: {m.value!r}")
     else:
         lines.append(f"  key: {_size(m.key)}, value: {_size(m.value)} (--values shows them)")
     for name, text in h.items():
-        if name == TRACEBACK:
-            shown = text if tracebacks else f"{len(text)} characters (--traceback shows it)"
-            lines.append(f"  {name}: {shown}")
+        if name == TRACEBACK and tracebacks:
+            lines.append(f"  {printable(name)}:")
+            lines += [f"    {printable(line)}" for line in text.splitlines()]
+        elif name == TRACEBACK:
+            lines.append(f"  {name}: {len(text)} characters (--traceback shows it)")
         else:
-            lines.append(f"  {name}: {short(text, 500)}")
-    own = [(name, value) for name, value in m.headers if not name.startswith("laneway.")]
+            lines.append(f"  {printable(name)}: {printable(short(text, 500))}")
+    own = [(printable(name), value) for name, value in m.headers if not name.startswith("laneway.")]
     if own and values:
-        lines += [f"  {name}: {value!r}" for name, value in own]
+        lines += [f"  {name}: {value!r}" for name, value in own]  # bytes: escaped by repr
     elif own:
         lines.append(f"  other headers: {', '.join(name for name, _ in own)} (--values shows them)")
     return lines
@@ -140,13 +146,15 @@ def replay_lines(
             f"left in {report.topic}: {report.at_limit} at --max-replays {max_replays}, "
             f"{left} with unusable headers or targets"
         )
-        lines += [f"  {count:>6}  {why}" for why, count in report.unusable.most_common()]
+        lines += [f"  {count:>6}  {printable(why)}" for why, count in report.unusable.most_common()]
     if report.set_aside:
         lines.append(
             f"set aside (refused by the log, left in {report.topic}): "
             f"{sum(report.set_aside.values())}"
         )
-        lines += [f"  {count:>6}  {why}" for why, count in report.set_aside.most_common()]
+        lines += [
+            f"  {count:>6}  {printable(why)}" for why, count in report.set_aside.most_common()
+        ]
     if report.dry_run:
         lines.append("dry run: nothing written, nothing committed")
     elif not report.complete:

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from laneway.ops.tables import Cell
 from laneway.ops.top.view import View, headline, members_line, partition_rows
+from laneway.printable import printable
 
 
 def frame(view: View | None, where: str) -> RenderableType:
@@ -24,7 +25,7 @@ def frame(view: View | None, where: str) -> RenderableType:
     for row in rows:
         backlog = row[4]
         style = "yellow" if isinstance(backlog, int) and backlog > 0 else None
-        table.add_row(*(_cell(cell) for cell in row), style=style)
+        table.add_row(*(Text(_cell(cell)) for cell in row), style=style)
     asked = (
         0
         if view.members_now is None
@@ -35,8 +36,9 @@ def frame(view: View | None, where: str) -> RenderableType:
 
 
 def _cell(cell: Cell) -> str:
+    """A cell's text, printable (and a ``Text``, so rich reads no markup in it)."""
     if cell is None:
         return "-"
     if isinstance(cell, float):
         return f"{cell:,.1f}"
-    return str(cell)
+    return printable(str(cell))

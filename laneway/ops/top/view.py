@@ -11,6 +11,7 @@ from laneway.offsets.backlog import RATE_WINDOW, FinishingRate, drain_seconds
 from laneway.ops.cluster import Snapshot
 from laneway.ops.member_metrics import MemberFigures
 from laneway.ops.tables import Cell, render
+from laneway.printable import printable
 
 
 def finished(snapshot: Snapshot) -> int:
@@ -116,7 +117,8 @@ def headline(view: View) -> str:
 
 
 def members_line(view: View, asked: int) -> str:
-    """What the members' metrics say, or why they say nothing."""
+    """What the members' metrics say, or why they say nothing (a member's labels and
+    errors are its own text: printed through :func:`~laneway.printable.printable`)."""
     figures = view.members_now
     if figures is None:
         return "members: not asked (give --metrics URL per member)"
@@ -136,14 +138,16 @@ def members_line(view: View, asked: int) -> str:
     restoring = int(totals.get(Metric.STATE_RESTORING, 0))
     if restoring:
         left = sorted(figures.restore_left.items())
-        shown = ", ".join(f"{topic}[{number}] {int(count):,}" for (topic, number), count in left)
+        shown = ", ".join(
+            f"{printable(topic)}[{number}] {int(count):,}" for (topic, number), count in left
+        )
         line += f"\nrestoring state: {restoring} partition{'s' if restoring != 1 else ''}"
         line += f" (records left: {shown})" if shown else ""
     if figures.hot_keys:
         shown = ", ".join(f"{key:012x} {int(count)}" for key, count in figures.hot_keys[:5])
         line += f"\nhot keys (id messages): {shown}"
     for url, why in figures.failures.items():
-        line += f"\n  {url}: no answer ({why})"
+        line += f"\n  {url}: no answer ({printable(why)})"
     return line
 
 
