@@ -94,9 +94,23 @@ def test_kip848_forced_where_the_broker_lacks_it_is_an_error_and_not_ready(
     produce(bootstrap, topic, [(b"k", b"v")] * 10)
     source = laneway.KafkaSource(bootstrap, group, [topic], {"group.protocol": "consumer"})
     consumer = laneway.Consumer(source, lambda m: None, handle_signals=False)
+    reasons: list[str] = []
+    watching = threading.Event()
+
+    def watch_readiness() -> None:
+        while not watching.wait(0.5):
+            health = consumer.health()
+            if health.state == "running" and not health.ready:
+                reasons.append(health.reason)
+
+    watcher = threading.Thread(target=watch_readiness)
+    watcher.start()
     with caplog.at_level(logging.ERROR, logger="laneway.sources.kafka.source"):
-        stats = run_bounded(consumer, idle_timeout=25)
+        stats = run_bounded(consumer, idle_timeout=30)
+    watching.set()
+    watcher.join()
     assert stats.processed == 0
+    assert any(f"not in group {group!r}" in reason for reason in reasons), reasons
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1, errors
     assert f"not in group {group!r}" in errors[0]
