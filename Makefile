@@ -13,9 +13,9 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # static tools run from the venv see laneway too (the default mode hides it behind an
 # import hook).
 EDITABLE := --config-settings editable_mode=compat -e
-LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs)
+LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs scripts/flakes)
 
-.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger test-cluster test-compat soak lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger test-cluster test-compat flakes soak lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -82,6 +82,13 @@ test-jaeger: $(DEV)
 # Kafka's own failure detection (a broker is fenced 9 s after its last heartbeat).
 test-cluster: $(DEV)
 	scripts/with-services kafka-cluster -- $(BIN)/pytest -q -m cluster
+
+# The fast suites (make check's tests) FLAKE_RUNS times in shuffled orders (scripts/flakes):
+# every test that failed in any run, with its seed and a command that replays it. Run it
+# before submitting.
+FLAKE_RUNS ?= 3
+flakes: $(DEV)
+	scripts/flakes $(FLAKE_RUNS)
 
 # The compatibility suite (tests/compat, the tests marked `compat`) on each Kafka release of
 # COMPAT_VERSIONS, run with Kafka's own server defaults (`scripts/kafka start --version V

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,7 +71,15 @@ SERVER_MARKERS = {
 no server."""
 
 
+SHUFFLE = "LANEWAY_TEST_SHUFFLE"
+"""A seed: the tests run in an order shuffled by it (``make flakes`` sets it; every xdist
+worker shuffles alike, so they still collect the same list)."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seed = os.environ.get(SHUFFLE, "").strip()
+    if seed:
+        random.Random(int(seed)).shuffle(items)
     unmarked = [
         f"{item.nodeid} uses {fixture} without @pytest.mark.{marker}"
         for item in items

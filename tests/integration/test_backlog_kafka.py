@@ -95,6 +95,10 @@ def held(kafka_bootstrap: str, tmp_path: Path) -> Iterator[tuple[Group, dict[str
         "--bootstrap-servers", kafka_bootstrap, "--group", group, "--topic", topic,
         "--engine", "thread", "--ordering", "key", "--concurrency", "8",
         "--commit-interval", "0.1", "--members", str(MEMBERS),
+        # The members join one after the other: the first may own both partitions, and the
+        # revocation that hands one to the second waits drain_timeout (10 s by default) for
+        # the held call when it is there, which under load left too little of the wait below.
+        "--drain-timeout", "2",
         "--health-port", str(health), "--metrics-port", str(metrics),
         "--config", str(service.kafka_file),
     )  # fmt: skip
