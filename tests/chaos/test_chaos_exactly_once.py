@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -59,8 +60,20 @@ class Member:
         self.failed_transactions = 0
         self.process = self._start()
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, str(CHILD), json.dumps(self.settings)])
+    def _start(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(CHILD), json.dumps(self.settings)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def _started(self) -> None:
+        """Wait (up to 60 s) until the member says its SIGTERM handler is in place: a
+        SIGTERM before that would kill it, not stop it (a member restarted just before)."""
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 60.0)
+        assert ready, "a member did not start within 60 s"
+        self.process.stdout.readline()
 
     def keep_alive(self) -> None:
         """Start the slot again if its process ended by itself (a failed transaction)."""
@@ -76,6 +89,7 @@ class Member:
         self.process = self._start()
 
     def stop(self, restart: bool) -> None:
+        self._started()
         self.process.send_signal(signal.SIGTERM)
         try:
             code = self.process.wait(60)

@@ -13,16 +13,24 @@ starts it again, as a supervisor would.
 
 from __future__ import annotations
 
-import faulthandler
-import json
 import signal
 import sys
-from typing import Any
 
-from chaos_child import EarlyStop
-from chaos_harness import CLASSIC_GROUP
+# A SIGTERM during the imports below (a second or more on a loaded machine) must stop the
+# member gracefully too, not kill it: remembered from here on, and the harness sends none
+# before the line below says the handler is in place.
+_stop_requested: list[bool] = []
+signal.signal(signal.SIGTERM, lambda *_: _stop_requested.append(True))
+print("started", flush=True)
 
-import laneway
+import faulthandler  # noqa: E402
+import json  # noqa: E402
+from typing import Any  # noqa: E402
+
+from chaos_child import EarlyStop  # noqa: E402
+from chaos_harness import CLASSIC_GROUP  # noqa: E402
+
+import laneway  # noqa: E402
 
 TRANSACTION_FAILED = 3
 
@@ -30,6 +38,7 @@ TRANSACTION_FAILED = 3
 def main(settings: dict[str, Any]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     early = EarlyStop()
+    early.requested = bool(_stop_requested)
     out = settings["out"]
 
     def transform(message: laneway.Message) -> laneway.Produce:
