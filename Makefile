@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 EDITABLE := --config-settings editable_mode=compat -e
 LINT_PATHS := $(wildcard laneway tests examples docs/rest_roles.py docs/readme_links.py noxfile.py setup.py scripts/generate-docs scripts/flakes)
 
-.PHONY: venv demo test test-with-services suite pythons-beside check test-jaeger test-cluster test-compat flakes soak lint docs pythons package kafka-start kafka-stop clean
+.PHONY: venv demo test test-with-services suite pythons-beside test-pythons check test-jaeger test-cluster test-compat flakes soak lint docs pythons package kafka-start kafka-stop clean
 
 venv: $(DEV)
 
@@ -38,8 +38,10 @@ demo: $(RUNTIME)
 # scripts/with-services starts and stops again) and Debian's chromium for the status page's
 # tests (LANEWAY_CHROMIUM, else scripts/chromium installs the package when missing), two
 # things side by side: every test on the development Python, and at a lower CPU priority
-# (nice) the package (a wheel per Python, compiled) followed by the server-free unit,
-# contract and integration tests on the other supported Pythons (see noxfile.py). Most of
+# (nice) the package (a wheel per Python, compiled) followed by what can differ between
+# Pythons on the other supported ones (the unit tests, the compiled core, every module
+# imported, the engine contract on the embedded log: noxfile.py's quick session; their
+# whole server-free repeat is `make test-pythons`, which .ci/run runs afterwards). Most of
 # the first waits (group joins, restarts, backoffs), so it runs on two pytest-xdist
 # workers, a file's tests on one of them, and the second takes the CPU it leaves. The
 # `timing` tests, which assert bounds that a busy machine can break, run alone afterwards.
@@ -121,21 +123,28 @@ soak: $(DEV)
 docs: $(DEV)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# The server-free unit, contract and integration tests on the supported Pythons other than
-# the development one (which runs everything in `make test`, on the Python source of its
-# editable install), side by side, each against the compiled wheel `package` built for it;
-# see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other. The venv is made
+# What can differ between Pythons (noxfile.py's quick session) on the supported Pythons other
+# than the development one (which runs everything in `make test`, on the Python source of
+# its editable install), side by side, each against the compiled wheel `package` built for
+# it; see noxfile.py. `.venv/bin/nox` alone runs all four, one after the other. The venv is made
 # from $(PYTHON), so its version is the development one even before the venv exists.
 OTHER_PYTHONS := $(filter-out $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3.10 3.11 3.12 3.13)
+NOX_SESSION ?= quick
 pythons: package
 	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) $(addprefix python-,$(OTHER_PYTHONS))
 
+# The whole server-free repeat (noxfile.py's tests session) on the other Pythons, on the
+# wheels `make package` (part of `make test`) left in dist/; .ci/run runs it after make test.
+test-pythons: $(DEV)
+	@ls dist/laneway-*-cp*.whl >/dev/null 2>&1 || { echo "no wheels in dist/: make package first"; exit 1; }
+	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS)) NOX_SESSION=tests $(addprefix python-,$(OTHER_PYTHONS))
+
 python-%: $(DEV)
 	@mkdir -p .nox
-	@LANEWAY_WHEEL="$(abspath $(wildcard dist/laneway-*-cp$(subst .,,$*)-*.whl))" $(BIN)/nox --sessions tests-$* \
-		>.nox/tests-$*.log 2>&1 \
-		&& grep -E '[0-9]+ passed' .nox/tests-$*.log | tail -n 1 | sed 's/^/Python $*: /' \
-		|| { tail -n 80 .nox/tests-$*.log; echo "Python $*: failed (log: .nox/tests-$*.log)"; exit 1; }
+	@LANEWAY_WHEEL="$(abspath $(wildcard dist/laneway-*-cp$(subst .,,$*)-*.whl))" $(BIN)/nox --sessions $(NOX_SESSION)-$* \
+		>.nox/$(NOX_SESSION)-$*.log 2>&1 \
+		&& grep -E '[0-9]+ passed' .nox/$(NOX_SESSION)-$*.log | tail -n 1 | sed 's/^/Python $* ($(NOX_SESSION)): /' \
+		|| { tail -n 80 .nox/$(NOX_SESSION)-$*.log; echo "Python $* ($(NOX_SESSION)): failed (log: .nox/$(NOX_SESSION)-$*.log)"; exit 1; }
 
 # The sdist and, built from it, a wheel per supported Python with the per-message modules
 # compiled (setup.py) into dist/; the development Python's wheel and the sdist without a C

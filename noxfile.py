@@ -1,11 +1,19 @@
 """The supported Pythons: laneway's tests on CPython 3.10, 3.11, 3.12 and 3.13.
 
-``nox`` (or ``make pythons``) runs, on each Python, the tests that need no server in
-``tests/unit``, ``tests/contracts`` and ``tests/integration`` (``-m "not kafka and not
-postgres"``: the unit and contract tests and the integration tests on the embedded log)
-against laneway installed as a package (not in editable mode), with the ``dev`` extra.
+Two sessions per Python, each against laneway installed as a package (not in editable
+mode) with the ``dev`` extra:
+
+* ``quick`` (``make pythons``, which ``make test`` runs beside the whole suite): what can
+  differ between Pythons: the unit tests, the compiled core checked and every module
+  imported (:data:`QUICK`), and the engine contract on the embedded log, the compiled lanes'
+  main user, as a smoke. About a minute and a half each;
+* ``tests`` (``make test-pythons``, which ``.ci/run`` runs after ``make test``): the tests
+  that need no server in ``tests/unit``, ``tests/contracts`` and ``tests/integration``
+  (``-m "not kafka and not postgres"``: the unit and contract tests and the integration
+  tests on the embedded log).
+
 ``make test`` runs the whole suite, Kafka and PostgreSQL included, on the development
-Python in ``.venv``, and these sessions for the others beside it. They leave out
+Python in ``.venv``. The sessions leave out
 ``tests/bench`` and ``tests/chaos``: those drive the same engines and sources as the
 integration tests, with more messages and kills, so what a Python version can break there
 the integration tests meet first; and ``tests/contracts/test_every_module_imports.py``
@@ -26,9 +34,17 @@ from pathlib import Path
 import nox
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
-SERVERLESS = "not kafka and not cluster and not postgres and not browser and not timing"
+SERVERLESS = (
+    "not kafka and not cluster and not postgres and not browser and not timing and not compat"
+)
 FOLDERS = ["tests/unit", "tests/contracts", "tests/integration"]
-"""What the other Pythons repeat, unless the session's arguments name tests."""
+"""What the ``tests`` session repeats, unless the session's arguments name tests."""
+QUICK = [
+    "tests/unit",
+    "tests/contracts/test_every_module_imports.py",
+    "tests/contracts/test_engine_contract.py",
+]
+"""What the ``quick`` session runs (``tests/unit/test_compiled.py`` checks the compiled core)."""
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -61,6 +77,16 @@ def tests(session: nox.Session) -> None:
     the version does not change between commits, so pip would otherwise keep a reused
     environment's old copy.
     """
+    _run(session, FOLDERS)
+
+
+@nox.session(python=PYTHONS)
+def quick(session: nox.Session) -> None:
+    """:data:`QUICK` on one Python, installed as :func:`tests` installs it."""
+    _run(session, QUICK)
+
+
+def _run(session: nox.Session, default: list[str]) -> None:
     laneway = os.environ.get("LANEWAY_WHEEL") or "."
     session.install("--quiet", f"{laneway}[dev]")
     session.install("--quiet", "--force-reinstall", "--no-deps", laneway)
@@ -72,6 +98,6 @@ def tests(session: nox.Session) -> None:
         "-m",
         SERVERLESS,
         *session.posargs,
-        *([] if any(Path(arg.split("::")[0]).exists() for arg in session.posargs) else FOLDERS),
+        *([] if any(Path(arg.split("::")[0]).exists() for arg in session.posargs) else default),
         env={"LANEWAY_EXPECT_COMPILED": "1"},
     )
