@@ -99,8 +99,8 @@ class LocalFile:
     def checkpoint_meta(self, checkpoint: int) -> dict[str, str]:
         """The named strings of a file that reflects the changelog up to ``checkpoint``."""
         when = repr(time.time())
-        return {**self._identity, "checkpoint": str(checkpoint), "checkpoint_time": when,
-                "rebuilding": "0"}  # fmt: skip
+        return {**self._identity, "checkpoint": str(checkpoint), "held": str(checkpoint),
+                "checkpoint_time": when, "rebuilding": "0"}  # fmt: skip
 
     def replace(self, error: UnusableFile) -> None:
         """The file cannot be used (``error`` says why): set it aside, a new one in its

@@ -12,8 +12,10 @@ keeper holds that partition's messages back, see :mod:`laneway.state.keeper`):
 * else in full, from the changelog's first offset, said in a WARNING naming the reason (no
   file, another group's, one that cannot be used and was set aside, a changelog that
   starts past the checkpoint, a checkpoint older than tombstones are kept);
-* except when the changelog **ends before** the checkpoint of a file that passes its
-  checks: the changelog lost state the file holds (deleted and created again, truncated,
+* except when the changelog **ends before** what a file that passes its checks holds (its
+  checkpoint, or the changes the changelog acknowledged after it, which the file takes when
+  the changelog's end cannot be read for a new checkpoint): the changelog lost state the
+  file holds (deleted and created again, truncated,
   another cluster's). What happens is the store's ``when_changelog_behind``
   (:class:`ChangelogBehind`): by default the restore is refused (a ConfigError naming the
   partition, the checkpoint and the end ends the run: nothing is reset without a word);
@@ -229,9 +231,10 @@ class Restorer:
         checkpoint = table.checkpoint
         if why is None and not rebuilding:
             why = job.error or _stale(table, start, checkpoint)
-        if why is None and (rebuilding or checkpoint > end):
+        held = table.held
+        if why is None and (rebuilding or held > end):
             table.verify()  # only a file that passes its checks counts (else FileReplaced)
-            why = self._behind(job, start, end, checkpoint)
+            why = self._behind(job, start, end, checkpoint, held)
             if why is None:
                 return
         job.error = None
@@ -286,15 +289,23 @@ class Restorer:
             )  # fmt: skip
         return True
 
-    def _behind(self, job: RestoreJob, start: int, end: int, checkpoint: int) -> str | None:
-        """The changelog ends before the file's checkpoint (or a rebuild was under way):
-        what :class:`ChangelogBehind` says; the reason for a full restore, or ``None``
-        when the rebuild is done (or cancelled)."""
+    def _behind(
+        self, job: RestoreJob, start: int, end: int, checkpoint: int, held: int
+    ) -> str | None:
+        """The changelog ends before what the file holds (or a rebuild was under way): what
+        :class:`ChangelogBehind` says; the reason for a full restore, or ``None`` when the
+        rebuild is done (or cancelled)."""
         table, partition, topic = job.table, job.changelog_partition, self._changelog
         what = (
             f"the changelog {topic}[{partition}] in {self._log.where} ends at {end}, before "
             f"the checkpoint {checkpoint} of its state file {table.path}"
         )
+        if held > checkpoint:
+            what = (
+                f"the changelog {topic}[{partition}] in {self._log.where} ends at {end}, before "
+                f"what its state file {table.path} holds: the checkpoint {checkpoint} and "
+                f"changes the changelog acknowledged after it, to offset {held} at least"
+            )
         if table.rebuilding or self._when_behind is ChangelogBehind.REBUILD:
             self._rebuild(job, start, end, what)
             return None

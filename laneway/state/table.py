@@ -210,6 +210,17 @@ class PartitionTable:
         return 0 if checkpoint is None or self.why_full else int(checkpoint)
 
     @property
+    def held(self) -> int:
+        """The changelog offset the changelog reached at least, as far as the file knows:
+        its checkpoint, plus the entries written into it since without a checkpoint (each
+        was acknowledged by the changelog after the checkpoint, so each is a record past
+        it). A changelog ending before it lost what the file holds."""
+        with self._lock, self._restoring():
+            meta = self._local.file.meta()
+        checkpoint = 0 if self.why_full else int(meta.get("checkpoint", "0"))
+        return max(checkpoint, int(meta.get("held", "0")))
+
+    @property
     def checkpoint_age(self) -> float:
         """Seconds since the checkpoint was taken (0 without one)."""
         with self._lock, self._restoring():
@@ -287,9 +298,11 @@ class PartitionTable:
 
     def flush(self, entries: Iterable[Row], checkpoint: int | None) -> None:
         """Write entries now in the changelog into the file, with the ``checkpoint`` they
-        bring it up to (``None``: keep the checkpoint; none either while the table
-        recovers), in one transaction; entries not changed since are no longer dirty. A
-        file that fails is replaced (see the module docs) and the entries stay dirty."""
+        bring it up to, in one transaction; entries not changed since are no longer
+        dirty. A file that fails is replaced (see the module docs) and the entries stay
+        dirty. With ``checkpoint=None`` (the changelog's end unknown) the checkpoint stays,
+        and the file notes that the changelog holds at least as many records past it as
+        entries were written (see :attr:`held`); while the table recovers, neither."""
         written = list(entries)
         with self._lock:
             if self._closed:
@@ -298,6 +311,10 @@ class PartitionTable:
             meta = None
             if checkpoint is not None and not recovering:
                 meta = self._local.checkpoint_meta(checkpoint)
+            elif written and not recovering:
+                known = self._local.file.meta()
+                held = max(int(known.get("checkpoint", "0")), int(known.get("held", "0")))
+                meta = {"held": str(held + len(written))}
             try:
                 self._local.file.write(written, meta)
             except UnusableFile as error:

@@ -15,6 +15,7 @@ from laneway.logs import get_logger
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
+from laneway.sources.kafka.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka.client_logs import (
@@ -23,7 +24,6 @@ from laneway.sources.kafka.client_logs import (
     describe_error,
     kafka_error,
 )
-from laneway.sources.kafka.closing import close_within
 from laneway.sources.kafka.commits import commit_failure, commit_offsets
 from laneway.sources.kafka.denials import Refusals
 from laneway.sources.kafka.group_protocol import Rejoins
@@ -409,19 +409,24 @@ class KafkaSource:
         its partitions, so commits made there count. (librdkafka's own revocation inside
         ``Consumer.close()`` can come after it has already left the group — when an earlier
         assignment event was still pending — where a commit fails with UNKNOWN_MEMBER_ID.)
-        The client's close is bounded (see :mod:`laneway.sources.kafka.closing`).
+        The client's close is bounded (see :mod:`laneway.sources.kafka.bounded_close`).
         """
         if self._assignment.closing:
             return
         try:
             self._assignment.close()
         finally:
+            self._closed = True
             try:
-                close_within(self._consumer, self._name)
+                if not close_within(self._consumer.close, CLOSE_TIMEOUT_S, "laneway-kafka-close"):
+                    logger.error(
+                        "%s: the Kafka client did not close within %.0f s; leaving without it "
+                        "(the group hands this member's partitions on when its session ends)",
+                        self._name,
+                        CLOSE_TIMEOUT_S,
+                    )
             except KafkaException as exc:
                 raise SourceError(f"{self._name}: close failed: {describe(exc)}") from exc
-            finally:
-                self._closed = True
 
     def _skip_or_raise(self, error: KafkaError) -> None:
         # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
