@@ -47,6 +47,8 @@ def checked_names(names: dict[str, str]) -> dict[str, str]:
     the table to restore it anew."""
     if not names:
         return names
+    if not all(type(name) is str and type(text) is str for name, text in names.items()):
+        raise UnusableFile("its named strings are not all strings (damaged)")
     check = names.pop(CHECK_NAME, None)
     if check is None:
         if names.get("format") == "1":

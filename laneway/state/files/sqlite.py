@@ -100,7 +100,7 @@ class SqliteFile:
             raise self._unusable(error) from error
         if row is None:
             return None
-        if row[2] != row_check(key, row[0], row[1]):
+        if not _sound(key, *row):
             raise UnusableFile("a row fails its check (damaged)")
         return row[0], row[1]
 
@@ -132,7 +132,7 @@ class SqliteFile:
     def _rows(self, db: sqlite3.Connection) -> Iterator[Row]:
         with self._reporting():
             for key, value, offset, checked in db.execute(_ROWS):
-                if checked != row_check(key, value, offset):
+                if not _sound(key, value, offset, checked):
                     raise UnusableFile("a row fails its check (damaged)")
                 yield key, value, offset
 
@@ -185,3 +185,14 @@ class SqliteFile:
 
     def _unusable(self, error: sqlite3.Error) -> UnusableFile:
         return UnusableFile(f"{type(error).__name__}: {error}")
+
+
+def _sound(key: object, value: object, offset: object, checked: object) -> bool:
+    """Whether a row read back is one this backend wrote: its types (damage can turn a
+    BLOB into TEXT) and its check."""
+    return (
+        type(key) is bytes
+        and (value is None or type(value) is bytes)
+        and type(offset) is int
+        and checked == row_check(key, value, offset)
+    )
