@@ -228,10 +228,12 @@ class StateKeeper:
             return [], []
         ready: list[PartitionId] = []
         released: list[Message] = []
+        refused: ConfigError | None = None
         for job in self._restorer.finished():
             if job.refused is not None:
-                log.error("stopping: %s", job.refused)
-                raise job.refused
+                job.table.close()  # the file is left as it is
+                refused = refused or job.refused
+                continue
             if job.pid not in self._held:  # given up meanwhile
                 if self.tables.get(job.pid) is not job.table:
                     job.table.close()
@@ -239,6 +241,9 @@ class StateKeeper:
             self.tables[job.pid] = job.table
             ready.append(job.pid)
             released += self._held.pop(job.pid)
+        if refused is not None:
+            log.error("stopping: %s", refused)
+            raise refused
         if ready:
             self._source.resume(ready)
         if self._held and now >= self._repause_at:
