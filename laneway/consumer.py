@@ -178,6 +178,13 @@ class Consumer(ConsumerSignatures):
                 f"{self.config.stall_timeout:g} s, the oldest {worst.topic}[{worst.partition}]"
                 f"@{worst.offset} for {worst.seconds:.1f} s; {waiting} message(s) wait for them"
             )
+        elif stats.not_durable:
+            longest = max(stats.not_durable, key=lambda n: n.seconds)
+            reason = (
+                f"state is not durable: the changes of {len(stats.not_durable)} partition(s) "
+                f"have not reached the changelog {longest.changelog} for up to "
+                f"{longest.seconds:.0f} s ({longest.topic}[{longest.partition}]: {longest.error})"
+            )
         elif self._capabilities.waits:  # e.g. topics the cluster does not have (yet)
             reason = cast(WaitingSource, self._source).waiting_for()
         return Health(live, live and not reason, state, reason, stalled, stats.restoring)

@@ -51,6 +51,7 @@ class Metric(str, enum.Enum):
     HOT_KEY_ID = "laneway_hot_key_id"
     STATE_RESTORING = "laneway_state_restoring_partitions"
     STATE_RESTORE_REMAINING = "laneway_state_restore_remaining_records"
+    STATE_NOT_DURABLE = "laneway_state_not_durable_partitions"
     REBALANCES = "laneway_rebalances_total"
     WORKER_RESTARTS = "laneway_worker_restarts_total"
     ACKNOWLEDGEMENTS = "laneway_acknowledgements_total"
@@ -209,6 +210,14 @@ DEFINITIONS: Mapping[Metric, MetricDefinition] = {
         _PARTITION,
         "Changelog records the partition's state restore has still to read (0: restored, "
         "or the restore has not yet measured its span).",
+    ),
+    Metric.STATE_NOT_DURABLE: MetricDefinition(
+        MetricKind.GAUGE,
+        "partitions",
+        (),
+        "Owned partitions whose state changes have failed to reach the changelog for 30 s "
+        "or more (kept in memory, nothing of them committed meanwhile: a changelog topic "
+        "deleted, say). Alert on anything above 0.",
     ),
     Metric.REBALANCES: MetricDefinition(
         MetricKind.COUNTER,

@@ -7,7 +7,16 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from laneway.types import Failure, Header, HotKey, Message, PartitionId, Restore, Stall
+from laneway.types import (
+    Failure,
+    Header,
+    HotKey,
+    Message,
+    NotDurable,
+    PartitionId,
+    Restore,
+    Stall,
+)
 
 REBALANCES_KEPT = 32
 """Ownership changes a consumer remembers for ``stats().rebalances_seen``."""
@@ -131,7 +140,9 @@ class ConsumerStats:
     With ``state=``: ``restoring``, the partitions whose state is being restored from the
     changelog now (each a :class:`~laneway.types.Restore`: records read of those to read;
     their messages wait, the other partitions run); empty without a store and once every
-    owned partition is restored.
+    owned partition is restored. ``not_durable``, the partitions whose state changes have
+    failed to reach the changelog for 30 s or more (each a :class:`~laneway.types.NotDurable`;
+    kept in memory, nothing of them committed until the changelog takes them).
     """
 
     processed: int = 0
@@ -165,6 +176,7 @@ class ConsumerStats:
     hot_keys: tuple[HotKey, ...] = ()
     held_off: int = 0
     restoring: tuple[Restore, ...] = ()
+    not_durable: tuple[NotDurable, ...] = ()
 
     @property
     def handled(self) -> int:

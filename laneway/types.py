@@ -248,6 +248,20 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class NotDurable:
+    """A partition whose state changes have failed to reach the changelog for ``seconds``
+    (longer than laneway waits before it says so): they are kept in memory, and nothing of
+    the partition is committed until the changelog takes them (a changelog topic deleted
+    while the consumer runs, say). ``error`` is the latest failure's text."""
+
+    topic: str
+    partition: int
+    changelog: str
+    seconds: float
+    error: str
+
+
+@dataclass(frozen=True)
 class Stall:
     """A message in its handler for longer than ``stall_timeout``: its position, its key
     and for how many ``seconds`` (as of the last look); ``waiting``: what cannot start

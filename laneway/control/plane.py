@@ -40,9 +40,9 @@ from laneway.logs import get_logger
 from laneway.producing.producer import TraceContext
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT
 from laneway.sources.base import Source, SourceCapabilities
-from laneway.state.keeper import StateKeeper
+from laneway.state.keeper import NO_STATE, StateFigures, StateKeeper
 from laneway.stats import ConsumerStats
-from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId, Restore
+from laneway.types import CommitPosition, Failure, HotKey, Message, PartitionId
 
 log = get_logger(__name__)
 
@@ -304,8 +304,8 @@ class ControlPlane:
             if released:
                 self._submit(self._decoded(released))
 
-    def _restoring(self) -> tuple[Restore, ...]:
-        return () if self._state is None else self._state.restoring()
+    def _state_figures(self) -> StateFigures:
+        return NO_STATE if self._state is None else self._state.figures()
 
     def _held_back(self, partitions: Collection[PartitionId]) -> list[Message]:
         """Messages of ``partitions`` held back while their state was restored."""
@@ -426,7 +426,7 @@ class ControlPlane:
             ends=ends,
             backlog=backlog,
             hot_keys=self._hot_keys,
-            restoring=self._restoring(),
+            state=self._state_figures(),
             deleted=progress.counts.deleted,
         )
 
@@ -473,5 +473,5 @@ class ControlPlane:
             recent_failures=self._router.recent,
             hot_keys=self._hot_keys,
             held_off=self._containment.declined,
-            restoring=self._restoring(),
+            **self._state_figures()._asdict(),
         )

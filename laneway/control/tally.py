@@ -11,6 +11,7 @@ from operator import attrgetter
 
 from laneway.control.backlog import Backlog
 from laneway.metrics import DEFINITIONS, NO_METRICS, Distribution, Metric, Metrics
+from laneway.state.keeper import NO_STATE, StateFigures
 from laneway.stats import REBALANCES_KEPT, LatencyWindow, Rebalance
 from laneway.types import HotKey, Message, PartitionId, Restore
 
@@ -166,7 +167,7 @@ class Tally:
         backlog: Backlog,
         waiting: Mapping[PartitionId, int],
         hot_keys: Sequence[HotKey] = (),
-        restoring: Sequence[Restore] = (),
+        state: StateFigures = NO_STATE,
         deleted: Mapping[str, int] | None = None,
     ) -> None:
         """Report the gauges (and worker restarts since the last sample) of the owned
@@ -174,8 +175,8 @@ class Tally:
         (where ``ends`` knows it), the age of the oldest running message (0: none) and the
         messages ``waiting`` for a stalled call (0: none); the ``backlog`` (see
         :meth:`_backlog`); the ten ``hot_keys`` by rank (see :func:`key_id`); and the
-        state restores under way (see :meth:`_restores`); the records ``deleted`` unread
-        so far, by topic (counted as they grow)."""
+        ``state`` restores under way (see :meth:`_restores`) and partitions whose state is
+        not durable; the records ``deleted`` unread so far, by topic (counted as they grow)."""
         metrics = self._metrics
         metrics.gauge(Metric.IN_FLIGHT, in_flight)
         metrics.gauge(Metric.BUFFERED, buffered)
@@ -197,7 +198,8 @@ class Tally:
             metrics.increment(Metric.WORKER_RESTARTS, worker_restarts - self._restarts)
             self._restarts = worker_restarts
         self._backlog(backlog)
-        self._restores(restoring)
+        self._restores(state.restoring)
+        metrics.gauge(Metric.STATE_NOT_DURABLE, len(state.not_durable))
         for topic, count in (deleted or {}).items():
             seen = self._deleted.get(topic, 0)
             if count > seen:

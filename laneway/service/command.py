@@ -41,10 +41,11 @@ over the default. --print-config shows each effective value and where it came fr
 
 \b
 Exit codes: {exits.OK} clean stop; {exits.FAILED} unexpected error; {exits.USAGE} bad settings
-or handler; {exits.SOURCE} broker unreachable or unknown topic; {exits.STALLED} on_stall=exit
-after a stall; {exits.CRASH_LOOP} a member of --members kept crashing; {exits.DENIED} the cluster
-refused (authentication failed or an ACL is missing); {exits.ABANDONED} stopped, but
-the drain timed out (unfinished messages' offsets stay uncommitted).
+or handler, or a state changelog that ends before what a state file holds; {exits.SOURCE}
+broker unreachable or unknown topic; {exits.STALLED} on_stall=exit after a stall;
+{exits.CRASH_LOOP} a member of --members kept crashing; {exits.DENIED} the cluster refused
+(authentication failed or an ACL is missing); {exits.ABANDONED} stopped, but the drain
+timed out (unfinished messages' offsets stay uncommitted).
 """
 
 

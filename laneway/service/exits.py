@@ -9,7 +9,9 @@ OK = 0
 FAILED = 1
 """An unexpected error while running (its traceback is logged)."""
 USAGE = 2
-"""Bad settings or arguments, or a handler that cannot be imported or used."""
+"""Bad settings or arguments, or a handler that cannot be imported or used; also a state
+changelog that ends before what a valid state file holds (deleted and created again, cut
+short, another cluster's), unless ``state_changelog_behind`` says what to do."""
 SOURCE = 3
 """The source cannot be used: unreachable broker, unknown topic, refused commit."""
 STALLED = STALL_EXIT_CODE

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, Protocol
 
-from laneway.errors import ConfigError
+from laneway.errors import ConfigError, SourceError
 from laneway.logs import get_logger
 from laneway.sources.embedded.log import EmbeddedLog
+from laneway.state.records import Row, changelog_record
 from laneway.types import Header
 
 logger = get_logger(__name__)
@@ -68,6 +69,10 @@ class ChangelogLog(Protocol):
         """The records of a partition from ``start`` up to ``end``, in batches (with
         exactly-once only committed ones)."""
 
+    def write(self, topic: str, partition: int, rows: Sequence[Row]) -> None:
+        """Append a changelog record per row ``(key, value, offset)`` to a partition and
+        wait until every one is acknowledged (a SourceError when one is not)."""
+
     def close(self) -> None: ...
 
 
@@ -112,6 +117,12 @@ class EmbeddedChangelog:
                 return
             yield [Changed(m.offset, m.key, m.value, m.headers) for m in batch]
             position = batch[-1].offset + 1
+
+    def write(self, topic: str, partition: int, rows: Sequence[Row]) -> None:
+        records = [changelog_record(topic, partition, k, v, o) for k, v, o in rows]
+        refused = self._log.produce_records(records)
+        if refused:
+            raise SourceError(f"writing to {topic}[{partition}] failed: {refused[0][1]}")
 
     def close(self) -> None:
         pass

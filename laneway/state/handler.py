@@ -30,13 +30,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from laneway.errors import LanewayError
 from laneway.results import Outcomes, Produce, records_of
 from laneway.serde.typed_handlers import with_lifecycle
 from laneway.state.codec import StateCodec
 from laneway.state.records import KEYLESS, Entry, changelog_record
 from laneway.state.state import State
-from laneway.state.table import PartitionTable
+from laneway.state.table import PartitionTable, StateUnavailable
 from laneway.types import Message, PartitionId
 
 Tables = Mapping[PartitionId, PartitionTable]
@@ -45,10 +44,6 @@ OUTCOMES_REFUSED = (
     "changes are kept or dropped together); raise to fail the batch (it is retried and "
     "split so the bad message goes to dead letters alone)"
 )
-
-
-class StateUnavailable(LanewayError):
-    """A message's partition has no state here (it was given up while the message ran)."""
 
 
 class States:

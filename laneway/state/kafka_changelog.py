@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
@@ -20,11 +20,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from laneway.errors import SourceError
 from laneway.logs import get_logger
 from laneway.state.changelog import READ_BATCH, Changed
+from laneway.state.records import OFFSET_HEADER, Row
 
 log = get_logger(__name__)
 
 TIMEOUT = 10.0
 """Seconds to wait for the cluster's metadata, a topic creation, or a batch of a restore."""
+WRITE_TIMEOUT = 30.0
+"""Seconds a rebuild of a changelog partition waits for its records' acknowledgement."""
 READ_WAIT = 0.1
 """Seconds one read of a restore waits for its batch to fill before taking what came."""
 
@@ -202,6 +205,32 @@ class KafkaChangelog:
             raise SourceError(f"restoring from {topic}[{partition}] failed: {error}") from error
         finally:
             reader.close()
+
+    def write(self, topic: str, partition: int, rows: Sequence[Row]) -> None:
+        producer = Producer(
+            {**self._connection, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+        )
+        failures: list[str] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        try:
+            for key, value, offset in rows:
+                headers: list[tuple[str, str | bytes | None]] = [(OFFSET_HEADER, b"%d" % offset)]
+                while True:
+                    try:
+                        producer.produce(topic, value, key, partition, delivered, headers=headers)
+                        break
+                    except BufferError:  # the queue is full: let it drain
+                        producer.poll(0.1)
+            left = producer.flush(WRITE_TIMEOUT)
+        except KafkaException as error:
+            raise SourceError(f"writing to {topic}[{partition}] failed: {error}") from error
+        if failures or left:
+            why = failures[0] if failures else f"{left} not acknowledged in {WRITE_TIMEOUT:g} s"
+            raise SourceError(f"writing to {topic}[{partition}] failed: {why}")
 
     def _reader(self) -> Consumer:
         return Consumer(

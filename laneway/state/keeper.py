@@ -10,8 +10,11 @@ The control plane asks it (each on the control thread):
   :class:`~laneway.state.restore.Restorer`'s thread; its messages already fetched are held
   back by :meth:`admit` (the other partitions' pass);
 * every loop turn, :meth:`pump`: restored partitions get their table (handlers may run on
-  them now), are resumed, and their held messages come back to be dispatched; a failed
-  restore is made again later (in full);
+  them now), are resumed, and their held messages come back to be dispatched (a failed
+  restore is made again later, in full, by the restorer); a partition whose restore is
+  refused (see :class:`~laneway.state.restore.ChangelogBehind`) ends the run with that
+  ConfigError; a partition whose file had to be replaced while it ran is held and paused
+  again until its table is restored in full (see :mod:`laneway.state.table`);
 * on revocation or loss, :meth:`give_up`; at the end, :meth:`close`.
 
 Progress shows in the logs and in :meth:`restoring`: ``stats().restoring``, the ``restoring``
@@ -20,9 +23,10 @@ list of ``/readyz`` and ``/livez``, and the ``laneway_state_restor*`` gauges.
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from laneway.config import ConsumerConfig
 from laneway.errors import ConfigError
@@ -33,17 +37,32 @@ from laneway.producing.transactions import Transaction
 from laneway.sources.base import Source
 from laneway.state.changelog import ChangelogLog, EmbeddedChangelog, check_changelog
 from laneway.state.handler import stateful
-from laneway.state.restore import RETRY_AFTER, RestoreJob, Restorer
+from laneway.state.restore import RestoreJob, Restorer
 from laneway.state.shipping import ShippedState
 from laneway.state.store import StateStore
 from laneway.state.table import PartitionTable
 from laneway.state.writer import ChangelogResults
-from laneway.types import CommitPosition, Message, PartitionId, Restore
+from laneway.types import CommitPosition, Message, NotDurable, PartitionId, Restore
 
 log = get_logger(__name__)
 
 REPAUSE_EVERY = 0.1
 """Seconds between pauses of the partitions being restored (backpressure may resume them)."""
+
+
+class StateFigures(NamedTuple):
+    """What a consumer's stats, probes and gauges show of its state (the fields of
+    ``stats()`` of the same names)."""
+
+    restoring: tuple[Restore, ...]
+    """The partitions being restored (see :meth:`StateKeeper.restoring`)."""
+    not_durable: tuple[NotDurable, ...]
+    """The partitions whose changes have failed to reach the changelog for a while (see
+    :mod:`laneway.state.changelog_watch`)."""
+
+
+NO_STATE = StateFigures((), ())
+"""The figures of a consumer without a store."""
 
 
 def state_keeper(config: ConsumerConfig, source: Source, traced: bool) -> StateKeeper:
@@ -96,11 +115,10 @@ class StateKeeper:
         self._log = changelog_log(source, exactly_once)
         self.tables: dict[PartitionId, PartitionTable] = {}
         """The tables of the partitions restored and owned (handlers read it)."""
-        self._restorer = Restorer(self._log, store.changelog)
+        self._restorer = Restorer(self._log, store.changelog, store.when_changelog_behind)
         self._held: dict[PartitionId, list[Message]] = {}
-        self._retry_at: dict[PartitionId, tuple[float, RestoreJob]] = {}
-        """Failed restores to make again, and when (replaced, not changed: read from other
-        threads)."""
+        self._replaced: queue.SimpleQueue[PartitionId] = queue.SimpleQueue()
+        """Owned partitions whose file was replaced while they ran (told from any thread)."""
         self._repause_at = 0.0
         self._writer: ChangelogResults | None = None
 
@@ -173,11 +191,21 @@ class StateKeeper:
         for pid in new:
             if pid[0] != self.topic:
                 continue
-            table = self.store.table(pid, self._source.group)
+            table = self.store.table(pid, self._source.group, self._recover(pid))
             self._held[pid] = []
             self._restorer.restore(RestoreJob(pid, table, pid[1]))
         if new:
             self._source.pause(new)
+
+    def _recover(self, pid: PartitionId) -> Callable[[PartitionTable], None]:
+        """What ``pid``'s table calls when its file was replaced while handlers used it:
+        a full restore into the new file, and the partition held meanwhile."""
+
+        def recover(table: PartitionTable) -> None:
+            self._restorer.restore(RestoreJob(pid, table, pid[1]))
+            self._replaced.put(pid)
+
+        return recover
 
     def admit(self, messages: list[Message]) -> list[Message]:
         """``messages`` less those of partitions being restored (held until restored)."""
@@ -194,36 +222,50 @@ class StateKeeper:
         return kept
 
     def pump(self, now: float) -> tuple[list[PartitionId], list[Message]]:
-        """Partitions restored since the last call (to resume) and their held messages."""
+        """Partitions restored since the last call (to resume) and their held messages; a
+        refused restore raises its ConfigError."""
+        self._hold_replaced()
         if not self._held:
             return [], []
         ready: list[PartitionId] = []
         released: list[Message] = []
+        refused: ConfigError | None = None
         for job in self._restorer.finished():
-            if job.pid not in self._held:
-                job.table.close()
+            if job.refused is not None:
+                job.table.close()  # the file is left as it is
+                refused = refused or job.refused
                 continue
-            if job.error is not None:
-                log.error(
-                    "state of %s[%d]: restore failed (%s); restoring again in full in %g s",
-                    job.pid[0], job.pid[1], job.error, RETRY_AFTER,
-                )  # fmt: skip
-                self._retry_at = {**self._retry_at, job.pid: (now + RETRY_AFTER, job)}
+            if job.pid not in self._held:  # given up meanwhile
+                if self.tables.get(job.pid) is not job.table:
+                    job.table.close()
                 continue
             self.tables[job.pid] = job.table
             ready.append(job.pid)
             released += self._held.pop(job.pid)
-        for pid, (when, job) in list(self._retry_at.items()):
-            if when <= now:
-                job.records = 0
-                self._restorer.restore(job)
-                self._retry_at = {p: retry for p, retry in self._retry_at.items() if p != pid}
+        if refused is not None:
+            log.error("stopping: %s", refused)
+            raise refused
         if ready:
             self._source.resume(ready)
         if self._held and now >= self._repause_at:
             self._repause_at = now + REPAUSE_EVERY
             self._source.pause(self._held)
         return ready, released
+
+    def _hold_replaced(self) -> None:
+        """Hold and pause the owned partitions whose file was replaced while they ran,
+        until their table is restored again."""
+        held = []
+        while True:
+            try:
+                pid = self._replaced.get_nowait()
+            except queue.Empty:
+                break
+            if pid in self.tables and pid not in self._held:
+                self._held[pid] = []
+                held.append(pid)
+        if held:
+            self._source.pause(held)
 
     def take_back(self, partitions: Collection[PartitionId]) -> list[Message]:
         """The held messages of ``partitions`` (being given up), never started."""
@@ -240,8 +282,6 @@ class StateKeeper:
         mine = [pid for pid in partitions if pid[0] == self.topic]
         for pid in mine:
             self._held.pop(pid, None)
-            if pid in self._retry_at:
-                self._retry_at = {p: retry for p, retry in self._retry_at.items() if p != pid}
             job = self._restorer.cancel(pid)
             if job is not None:
                 job.table.close()
@@ -255,13 +295,17 @@ class StateKeeper:
     def restoring(self) -> tuple[Restore, ...]:
         """The partitions being restored (or waiting to restore again after a failure),
         by partition, with their progress; safe to call from any thread."""
-        jobs = {pid: job for pid, (_, job) in self._retry_at.items()}
-        jobs.update(self._restorer.running)
+        jobs = self._restorer.running
         now = time.monotonic()
         return tuple(
             Restore(pid[0], pid[1], job.records, job.total, job.full, now - job.started)
             for pid, job in sorted(jobs.items())
         )
+
+    def figures(self) -> StateFigures:
+        """What stats, probes and gauges show (safe to call from any thread)."""
+        watch = None if self._writer is None else self._writer.watch
+        return StateFigures(self.restoring(), () if watch is None else watch.not_durable())
 
     def close(self, drained: bool) -> None:
         self.give_up(list(self.tables) + list(self._held), drained)

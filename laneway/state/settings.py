@@ -9,6 +9,7 @@ from typing import Any
 from laneway.errors import ConfigError
 from laneway.options import OptionSpec, choice_of, names, optional_text
 from laneway.state.files.base import StateBackend
+from laneway.state.restore import ChangelogBehind
 from laneway.state.store import StateStore
 
 STATE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
@@ -41,6 +42,19 @@ STATE_OPTIONS: dict[str, tuple[object, OptionSpec]] = {
             choices=names(StateBackend),
         ),
     ),
+    "state_changelog_behind": (
+        ChangelogBehind.REFUSE.value,
+        OptionSpec(
+            "what to do when the changelog ends before the checkpoint of a state file that "
+            "passes its checks (the changelog was deleted and created again, cut short, or "
+            "is another cluster's): refuse (the run exits 2 naming the partition), rebuild "
+            "(write the file's state back into the changelog) or start_empty (set the "
+            "file aside, start from what the changelog holds)",
+            choice_of(ChangelogBehind),
+            "choice",
+            choices=names(ChangelogBehind),
+        ),
+    ),
 }
 """The settings that build ``laneway run``'s :class:`~laneway.state.store.StateStore`,
 declared once: name -> (default, spec); the service appends them to its own."""
@@ -62,4 +76,9 @@ def store_of(values: Mapping[str, Any], member: int | None = None) -> StateStore
     path = Path(directory)
     if member is not None:
         path = path / f"member-{member}"
-    return StateStore(path, changelog, backend=values["state_backend"])
+    return StateStore(
+        path,
+        changelog,
+        backend=values["state_backend"],
+        when_changelog_behind=values["state_changelog_behind"],
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from laneway.options import choice, duration, number
 from laneway.sources.topic_names import check_topic_name
 from laneway.state.codec import StateCodec
 from laneway.state.files.base import StateBackend, file_name
+from laneway.state.restore import ChangelogBehind
 from laneway.state.table import PartitionTable
 from laneway.types import PartitionId
 
@@ -34,7 +36,12 @@ class StateStore:
     missing and ``create_changelog``; one with another count or not compacted is a
     ConfigError naming it). ``serializer``: a :mod:`laneway.serde` codec for the values
     (default JSON). One input topic per store: its partition *n*'s state is in changelog
-    partition *n*.
+    partition *n*. ``when_changelog_behind`` says what a restore does when the changelog
+    ends before the checkpoint of a file that passes its checks (the changelog lost state
+    the file holds): ``"refuse"`` (the default: the run ends with a ConfigError naming the
+    partition), ``"rebuild"`` (the file's state is written back into the changelog) or
+    ``"start_empty"`` (the file is set aside; see
+    :class:`~laneway.state.restore.ChangelogBehind`).
 
     Tuning: ``cached_keys`` (keys kept in memory per partition; past it clean keys are read
     from the file again), ``checkpoint_interval`` (seconds between state-file checkpoints:
@@ -53,6 +60,7 @@ class StateStore:
         cached_keys: int = CACHED_KEYS,
         checkpoint_interval: float = CHECKPOINT_INTERVAL,
         backend: StateBackend | str = StateBackend.SQLITE,
+        when_changelog_behind: ChangelogBehind | str = ChangelogBehind.REFUSE,
     ) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise ConfigError(
@@ -71,9 +79,18 @@ class StateStore:
         interval = duration()(checkpoint_interval, "StateStore checkpoint_interval")
         self.checkpoint_interval = float(interval or CHECKPOINT_INTERVAL)
         self.backend = choice(StateBackend, backend, "StateStore backend")
+        self.when_changelog_behind = choice(
+            ChangelogBehind, when_changelog_behind, "StateStore when_changelog_behind"
+        )
 
-    def table(self, pid: PartitionId, group: str) -> PartitionTable:
-        """Open the state of input partition ``pid`` for ``group`` (its file, if any)."""
+    def table(
+        self,
+        pid: PartitionId,
+        group: str,
+        on_replaced: Callable[[PartitionTable], None] | None = None,
+    ) -> PartitionTable:
+        """Open the state of input partition ``pid`` for ``group`` (its file, if any);
+        ``on_replaced``: see :class:`~laneway.state.table.PartitionTable`."""
         topic, partition = pid
         file = None
         if self.path is not None:
@@ -85,7 +102,7 @@ class StateStore:
             "changelog": self.changelog,
             "partition": str(partition),
         }
-        return PartitionTable(file, identity, self.cached_keys, self.backend)
+        return PartitionTable(file, identity, self.cached_keys, self.backend, on_replaced)
 
     def __repr__(self) -> str:
         where = "memory" if self.path is None else str(self.path)

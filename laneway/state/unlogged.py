@@ -25,6 +25,7 @@ from laneway.errors import SourceError
 from laneway.logs import get_logger
 from laneway.producing.result_writers import ACKNOWLEDGEMENT_WAIT, ResultWriter
 from laneway.results import Produce
+from laneway.state.changelog_watch import ChangelogWatch
 from laneway.state.records import Entry, changelog_record
 from laneway.state.table import PartitionTable
 from laneway.types import Failure, Message, PartitionId
@@ -34,6 +35,10 @@ log = get_logger(__name__)
 LOG_WAIT_S = 10.0
 """How long :meth:`UnloggedChanges.log` waits for the changelog's acknowledgement before
 the commit it comes before is skipped (the changes are waited for again before the next)."""
+FAILING_WAIT_S = 1.0
+"""How long it waits when the changelog writes of every partition waited for are failing
+already (a changelog topic deleted, say): the commit is skipped sooner, and the control
+loop is not held 10 s at every commit."""
 
 
 class _Logged:
@@ -50,8 +55,10 @@ class _Logged:
 class UnloggedChanges:
     """The unlogged changes of a consumer's tables on their way to the changelog (see the
     module docs). ``inner`` is the consumer's result writer, ``tables`` the keeper's
-    (owned partitions of input ``topic``); ``written(records)`` is told of every record
-    written, ``failed(partition)`` of a partition whose change could not be written.
+    (owned partitions of input ``topic``); ``acknowledged(partition, changes)`` is told of
+    the changes the changelog acknowledged; ``watch`` is told of a partition whose changes
+    it refused or did not acknowledge in time (and while every partition waited for is
+    failing, a commit waits :data:`FAILING_WAIT_S` at most).
     Tuning: the wait before each commit is about one changelog round trip; a longer
     ``commit_interval`` pays it less often and writes a hot key less often."""
 
@@ -61,15 +68,15 @@ class UnloggedChanges:
         tables: Mapping[PartitionId, PartitionTable],
         topic: str,
         changelog: str,
-        written: Callable[[list[Produce]], None],
-        failed: Callable[[int], None],
+        acknowledged: Callable[[int, dict[bytes, Entry]], None],
+        watch: ChangelogWatch,
     ) -> None:
         self._inner = inner
         self._tables = tables
         self._topic = topic
         self._changelog = changelog
-        self._written = written
-        self._failed = failed
+        self._acknowledged = acknowledged
+        self._watch = watch
         self._in_flight: set[_Logged] = set()
         self._refused = 0
         """Keys whose change failed to be written since the last :meth:`log`."""
@@ -93,6 +100,9 @@ class UnloggedChanges:
         for (_, partition), table in self._tables.items():
             if table.unlogged:
                 self._write(partition, table.take_unlogged())
+        waited = self.partitions_in_flight
+        if waited and all(self._watch.failing(partition) for partition in waited):
+            timeout = min(timeout, FAILING_WAIT_S)  # failing already: no 10 s per commit
         deadline = time.monotonic() + timeout
         while self._in_flight:
             settled, failed = self.sort_out(*self._inner.poll())
@@ -101,6 +111,8 @@ class UnloggedChanges:
                 break
             if time.monotonic() >= deadline:
                 keys = sum(len(logged.changes) for logged in self._in_flight)
+                for partition in self.partitions_in_flight:
+                    self._watch.failed(partition, f"not acknowledged in {timeout:g} s")
                 raise SourceError(
                     f"state changes of {keys} keys not acknowledged by the changelog "
                     f"{self._changelog} in {timeout:g} s"
@@ -135,6 +147,7 @@ class UnloggedChanges:
         for item in cast(list[object], settled):
             if isinstance(item, _Logged):
                 in_flight.discard(item)
+                self._acknowledged(item.partition, item.changes)
             else:
                 kept.append(cast(Message, item))
         unwritten: list[Failure] = []
@@ -160,7 +173,6 @@ class UnloggedChanges:
         ]
         logged = _Logged(partition, changes)
         self._in_flight.add(logged)
-        self._written(records)
         self._inner.write([(cast(list[Message], [logged]), records)])
 
     def _refuse(self, logged: _Logged, error: str) -> None:
@@ -169,7 +181,7 @@ class UnloggedChanges:
             return  # given up: its changes are the next owner's to make again
         table.unlog(logged.changes)
         self._refused += len(logged.changes)
-        self._failed(logged.partition)
+        self._watch.failed(logged.partition, error)
         log.warning(
             "state of %s[%d]: %d state changes could not be written (%s); written again "
             "before the next commit",

@@ -52,84 +52,14 @@ from laneway.engines.base import ResultGroup
 from laneway.logs import get_logger
 from laneway.producing.result_writers import ResultWriter
 from laneway.results import Produce
+from laneway.state.changelog_watch import ChangelogWatch
+from laneway.state.coalescing import Later, Round, Slot, Unit
 from laneway.state.records import Entry, change_of
 from laneway.state.table import PartitionTable
 from laneway.state.unlogged import LOG_WAIT_S, UnloggedChanges
 from laneway.types import Failure, Message, PartitionId
 
 log = get_logger(__name__)
-
-
-Slot = tuple[int, bytes]
-"""A key's place in the changelog: its partition and key."""
-
-
-class _Unit:
-    """The state records of one result group, on their way to the changelog: ``extras``
-    are the group's other records when they go with them (exactly-once); ``ready`` once
-    the group's results are acknowledged (at-least-once) or at once."""
-
-    __slots__ = ("extras", "messages", "ready", "records", "slots")
-
-    def __init__(
-        self, messages: list[Message], records: list[Produce], extras: list[Produce], ready: bool
-    ) -> None:
-        self.messages = messages
-        self.records = records
-        self.extras = extras
-        self.ready = ready
-        self.slots: list[Slot] = list(dict.fromkeys((r[4], r[2]) for r in records))  # type: ignore[misc]
-
-
-class _Later:
-    """A unit waiting for the acknowledgement of its group's other records."""
-
-    __slots__ = ("left", "unit")
-
-    def __init__(self, unit: _Unit) -> None:
-        self.unit = unit
-        self.left = len(unit.messages)
-
-
-class _Round:
-    """The groups one call hands the inner writer, a key's state records merged: a unit of
-    one key joins the key's open group; a unit of several keys (a batch's) opens a group of
-    its own after them."""
-
-    __slots__ = ("groups", "open")
-
-    def __init__(self) -> None:
-        self.groups: list[tuple[list[Message], list[Produce], list[Produce]]] = []
-        self.open: dict[Slot, tuple[list[Message], list[Produce], list[Produce]]] = {}
-
-    def add_one(self, messages: list[Message], record: Produce) -> None:
-        """:meth:`add` for a ready unit of one record (the common case, without the unit)."""
-        slot: Slot = (record[4], record[2])  # type: ignore[assignment]
-        group = self.open.get(slot)
-        if group is None:
-            group = self.open[slot] = ([*messages], [], [record])
-            self.groups.append(group)
-        else:
-            group[0].extend(messages)
-            group[2][0] = record
-
-    def add(self, unit: _Unit) -> None:
-        if not unit.messages:
-            return  # given up (see ChangelogResults._taint)
-        if len(unit.slots) == 1:
-            group = self.open.get(unit.slots[0])
-            if group is not None:
-                group[0].extend(unit.messages)
-                group[1].extend(unit.extras)
-                group[2][:] = unit.records
-                return
-            group = (list(unit.messages), list(unit.extras), list(unit.records))
-            self.open[unit.slots[0]] = group
-        else:
-            group = (unit.messages, unit.extras, unit.records)
-            for slot in unit.slots:
-                self.open.pop(slot, None)
-        self.groups.append(group)
 
 
 class ChangelogResults:
@@ -164,19 +94,22 @@ class ChangelogResults:
         self._written: dict[int, dict[bytes, Entry]] = {}
         """Per changelog partition, the latest state change written since the last
         checkpoint, by key."""
-        self._queues: dict[Slot, deque[_Unit]] = {}
+        self._queues: dict[Slot, deque[Unit]] = {}
         """Keys whose state records wait behind a unit not ready yet, in offset order."""
-        self._later: dict[int, _Later] = {}
+        self._later: dict[int, Later] = {}
         """Units waiting for their results, by ``id`` of each of their messages."""
         self._held: list[ResultGroup] = []
         """Groups waiting for the barrier to end."""
         self._barrier = False
         self.tainted: set[int] = set()
-        """Partitions with a state change that could not be written (no more checkpoints)."""
+        """Partitions with a state change that could not be written with its results (no
+        more checkpoints)."""
+        self.watch = ChangelogWatch(topic, changelog)
+        """Whether the partitions' changes reach the changelog (see
+        :mod:`laneway.state.changelog_watch`)."""
         self._unlogged = UnloggedChanges(
-            inner, tables, topic, changelog, lambda records: self._note(self._written, records),
-            self._spoiled,
-        )  # fmt: skip
+            inner, tables, topic, changelog, self._acknowledged, self.watch
+        )
 
     @property
     def pending(self) -> int:
@@ -190,7 +123,7 @@ class ChangelogResults:
         changelog, transactional = self._changelog, self._transactional
         tables, topic, queues = self._tables, self._topic, self._queues
         direct: list[ResultGroup] = []
-        merged = _Round()
+        merged = Round()
         for messages, records in groups:
             last = records[-1]
             if last[0] != changelog:
@@ -210,17 +143,17 @@ class ChangelogResults:
             state = [r for r in records if r[0] == changelog]
             others = [r for r in records if r[0] != changelog]
             if others and not transactional:
-                unit = _Unit(messages, state, [], False)
-                later = _Later(unit)
+                unit = Unit(messages, state, [], False)
+                later = Later(unit)
                 for message in messages:
                     self._later[id(message)] = later
                 direct.append((messages, others))
             else:
-                unit = _Unit(messages, state, others, True)
+                unit = Unit(messages, state, others, True)
             self._enqueue(unit, merged)
         self._inner.write(direct + self._merged(merged))
 
-    def _enqueue(self, unit: _Unit, merged: _Round) -> None:
+    def _enqueue(self, unit: Unit, merged: Round) -> None:
         """Write ``unit`` with this round, or queue it behind its keys' waiting units."""
         queues = self._queues
         if unit.ready and not any(slot in queues for slot in unit.slots):
@@ -232,7 +165,7 @@ class ChangelogResults:
                 queue = queues[slot] = deque()
             queue.append(unit)
 
-    def _release(self, slots: Iterable[Slot], merged: _Round) -> None:
+    def _release(self, slots: Iterable[Slot], merged: Round) -> None:
         """Move the ready units at the head of these keys' queues into ``merged``."""
         queues = self._queues
         work = list(slots)
@@ -253,7 +186,7 @@ class ChangelogResults:
                 merged.add(unit)
                 queue = queues.get(slot)
 
-    def _merged(self, merged: _Round) -> list[ResultGroup]:
+    def _merged(self, merged: Round) -> list[ResultGroup]:
         """The round's groups for the inner writer, state records of partitions no longer
         owned dropped (see :meth:`write`), the rest noted for the next checkpoint."""
         groups: list[ResultGroup] = []
@@ -271,7 +204,21 @@ class ChangelogResults:
             changes = written.get(partition)
             if changes is None:
                 changes = written[partition] = {}
-            changes[key] = (value, offset)
+            known = changes.get(key)
+            if known is None or known[1] <= offset:
+                changes[key] = (value, offset)
+
+    def _acknowledged(self, partition: int, acknowledged: dict[bytes, Entry]) -> None:
+        """Unlogged changes the changelog acknowledged: for the next checkpoint (only
+        those: a change it refused must not reach the file)."""
+        changes = self._written.get(partition)
+        if changes is None:
+            changes = self._written[partition] = {}
+        for key, entry in acknowledged.items():
+            known = changes.get(key)
+            if known is None or known[1] <= entry[1]:
+                changes[key] = entry
+        self.watch.reached((partition,))
 
     def log_changes(self, timeout: float = LOG_WAIT_S) -> None:
         """Before a commit: every unlogged change in the changelog (see
@@ -315,7 +262,7 @@ class ChangelogResults:
                 waiting.unit.ready = True
                 ready += waiting.unit.slots
         if ready:
-            merged = _Round()
+            merged = Round()
             self._release(ready, merged)
             self._inner.write(self._merged(merged))
         return kept
@@ -333,7 +280,7 @@ class ChangelogResults:
                 dropped += unit.slots
             self._spoiled(message.partition)
         if dropped:
-            merged = _Round()
+            merged = Round()
             self._release(dropped, merged)
             self._inner.write(self._merged(merged))
 
@@ -358,21 +305,28 @@ class ChangelogResults:
         """Partitions given up: with ``drained`` (nothing of theirs unsettled, so every state
         change written for them is acknowledged) their files take a last checkpoint."""
         if drained and not self._transactional:
-            unacknowledged = self._unlogged.partitions_in_flight
-            self._checkpoint(set(partitions) & set(self._written) - unacknowledged)
+            # Acknowledged changes go to the file; the checkpoint moves only where no change
+            # is still on its way (the changelog may hold it below its end).
+            unsure = self._unlogged.partitions_in_flight
+            self._checkpoint(set(partitions) & set(self._written), unsure)
         for partition in partitions:
             self._written.pop(partition, None)
             self.tainted.discard(partition)
+        self.watch.forget(partitions)
 
-    def _checkpoint(self, partitions: set[int]) -> None:
+    def _checkpoint(self, partitions: set[int], unsure: Collection[int] = ()) -> None:
+        """Write each partition's changes written since the last checkpoint into its file,
+        with the changelog's end as the new checkpoint (the changes alone when that end
+        cannot be read, or for ``unsure`` partitions)."""
         for partition in partitions:
             changes = self._written.pop(partition, {})
             table = self._tables.get((self._topic, partition))
             if table is None or partition in self.tainted:
                 continue
+            end = None if partition in unsure else self._changelog_end(partition)
             try:
-                table.flush(((k, v, o) for k, (v, o) in changes.items()), self._end_of(partition))
-            except Exception as error:  # a full disk, a damaged file: the changelog has it all
+                table.flush(((k, v, o) for k, (v, o) in changes.items()), end)
+            except Exception as error:  # a full disk: the changelog has it all
                 self.tainted.add(partition)
                 log.error(
                     "state of %s[%d]: its file could not take a checkpoint (%s: %s); it takes "
@@ -380,6 +334,18 @@ class ChangelogResults:
                     "from the changelog)",
                     self._topic, partition, type(error).__name__, error,
                 )  # fmt: skip
+
+    def _changelog_end(self, partition: int) -> int | None:
+        """Where the changelog partition ends (``None``, said, when that cannot be read)."""
+        try:
+            return self._end_of(partition)
+        except Exception as error:  # the changelog deleted, the cluster unreachable
+            log.warning(
+                "state of %s[%d]: the end of the changelog %s cannot be read (%s: %s); its "
+                "file takes the changes without a new checkpoint",
+                self._topic, partition, self._changelog, type(error).__name__, error,
+            )  # fmt: skip
+            return None
 
     def close(self, timeout: float) -> None:
         self._inner.close(timeout)

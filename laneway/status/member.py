@@ -17,7 +17,11 @@ from laneway.stats import ConsumerStats
 from laneway.status.entries import as_json, entries
 from laneway.status.history import PartitionTrend, StatusHistory
 
-LISTS: Mapping[str, str] = {"stalled": "Stalled messages", "restoring": "State restores"}
+LISTS: Mapping[str, str] = {
+    "stalled": "Stalled messages",
+    "restoring": "State restores",
+    "not_durable": "State not durable",
+}
 """The fields of ``ConsumerStats`` the page shows as tables (field -> title), each entry
 field by field (see :mod:`laneway.status.entries`): one more here is one more table."""
 

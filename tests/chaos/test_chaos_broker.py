@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kafka_helpers
 import pytest
@@ -28,6 +29,7 @@ from private_broker import PrivateBroker
 
 import laneway
 from laneway.sources.base import IgnoreRebalances
+from laneway.sources.kafka import source as kafka_source_module
 from laneway.sources.share import source as share_source_module
 from laneway.sources.share.acknowledgement import Acknowledgement
 
@@ -246,4 +248,52 @@ def test_a_share_member_stops_while_its_broker_does_not_answer(
     assert "did not close within 2 s" in caplog.text, "close() was not left behind"
     assert took < 12.0, f"close() held the member {took:.1f} s"
     assert not list(journal.glob("member-*.journal")), "the crash journal was not closed"
+    source.close()  # idempotent, even after a close left behind
+
+
+class Assigned(IgnoreRebalances):
+    """Notes that partitions were assigned."""
+
+    def __init__(self) -> None:
+        self.positions: dict[object, object] = {}
+
+    def on_assigned(self, positions: Any) -> None:
+        self.positions.update(positions)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_group_member_stops_while_its_broker_does_not_answer(
+    broker: PrivateBroker,
+    protocol: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # librdkafka's close() leaves the group and waits for its threads: a frozen broker
+    # (SIGSTOP: connections open, nothing answered) must not keep a stopping member (and its
+    # SIGTERM) waiting past laneway's close bound.
+    monkeypatch.setattr(kafka_source_module, "CLOSE_TIMEOUT_S", 2.0)
+    bootstrap = broker.address
+    topic = kafka_helpers.unique_name("chaos-close")
+    kafka_helpers.create_topic(bootstrap, topic, 2)
+    config = {**PROTOCOL_CONFIG[protocol], "group.protocol": protocol}
+    source = laneway.KafkaSource(bootstrap, kafka_helpers.unique_name("g"), [topic], config)
+    listener = Assigned()
+    source.open(listener)
+    deadline = time.monotonic() + 30.0
+    while not listener.positions and time.monotonic() < deadline:
+        source.poll(100, 0.2)
+    assert listener.positions, "nothing was assigned"
+    pid = broker.pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="laneway.sources.kafka.source"):
+            source.close()
+        took = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # librdkafka gives up on a frozen broker after 5 s by itself (measured, both protocols):
+    # laneway's bound, 2 s here, must have ended the wait first.
+    assert "did not close within 2 s" in caplog.text, "close() was not left behind"
+    assert took < 10.0, f"close() held the member {took:.1f} s"
     source.close()  # idempotent, even after a close left behind

@@ -147,6 +147,29 @@ def create_topic(
         raise TimeoutError(f"{name!r} partitions {sorted(pending)} not served: {last_error}")
 
 
+KAFKA_LIBS = KAFKA_SCRIPT.parents[1] / ".kafka" / "libs"
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+"""kafka-topics.sh, from the kafka-tools jar that scripts/kafka fetches."""
+
+
+def delete_topic(bootstrap: str, name: str, timeout_s: float = 60.0) -> None:
+    """Delete a topic with Kafka's own kafka-topics (``TopicCommand --delete``), as an
+    operator would, and wait until the broker no longer lists it."""
+    command = [
+        "java", "-cp", f"{KAFKA_LIBS}/*", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--delete", "--topic", name,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    assert done.returncode == 0, f"kafka-topics --delete failed:\n{done.stdout}\n{done.stderr}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        metadata = admin_client(bootstrap).list_topics(timeout=REQUEST_TIMEOUT_S)
+        if name not in metadata.topics:
+            return
+        time.sleep(POLL_INTERVAL_S)
+    raise TimeoutError(f"{name!r} still listed {timeout_s:g} s after its deletion")
+
+
 def _offsets_consumer(bootstrap: str) -> Consumer:
     """A consumer that only queries offsets: it never joins its (unique) group."""
     return Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("offsets")})

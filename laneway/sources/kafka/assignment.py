@@ -5,6 +5,11 @@ librdkafka invokes the callbacks on the source's thread, from inside ``consume()
 ``on_revoked`` and ``on_lost`` calls and keeps what the source's other methods check: the
 owned partitions (only those may be committed, paused or measured), which of them are
 paused, and the committed offsets fetching began at.
+
+Nothing raised in a callback unwinds through librdkafka (an exception crossing its rebalance
+handling can leave the client unable to close): the callback keeps it and returns, and
+the source raises it once ``consume()`` is over (:meth:`Assignment.raise_failure`), with
+the partitions assigned as librdkafka expects, so closing the source revokes them normally.
 """
 
 from __future__ import annotations
@@ -55,8 +60,26 @@ class Assignment:
         self._incremental = incremental
         self._reset = reset  # auto.offset.reset
         self._deleted = DeletedRecords(name, reset) if deleted is None else deleted
+        self._failure: BaseException | None = None
+
+    def raise_failure(self) -> None:
+        """Raise what a callback raised since the last call, if anything (see the module
+        docs)."""
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _kept(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self._assign(consumer, partitions)
+        except BaseException as error:  # raised from poll(), not through librdkafka
+            self._kept(error)
+
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self.closing:
             # An assignment still queued when close() started: librdkafka treats it as an
             # unassign (the library's fallback assign call); the listener is not told.
@@ -121,10 +144,16 @@ class Assignment:
                 )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, lost=False)
+        try:
+            self._give_up(partitions, lost=False)
+        except BaseException as error:  # raised from poll(), not through librdkafka
+            self._kept(error)
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._give_up(partitions, lost=True)
+        try:
+            self._give_up(partitions, lost=True)
+        except BaseException as error:  # raised from poll(), not through librdkafka
+            self._kept(error)
 
     def close(self) -> None:
         """For the source's ``close()``: ignore assignments from now on, revoke the owned

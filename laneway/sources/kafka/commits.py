@@ -22,11 +22,13 @@ acknowledged (in a later poll), and a member that is no longer in the group gets
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from laneway.logs import get_logger
+from laneway.sources.kafka.client_logs import describe
+from laneway.types import CommitPosition, PartitionId
 
 log = get_logger(__name__)
 
@@ -71,3 +73,19 @@ def commit_offsets(
 
 def _stale(error: object) -> bool:
     return isinstance(error, KafkaError) and error.code() == STALE_MEMBER_EPOCH
+
+
+def commit_failure(
+    name: str, exc: KafkaException, positions: Mapping[PartitionId, CommitPosition]
+) -> str:
+    """What to say of a commit of ``positions`` by source ``name`` that raised ``exc``
+    (with the figures when the commit metadata was too large for the broker)."""
+    message = f"{name}: commit of {sorted(positions)} failed: {describe(exc)}"
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError) and error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
+        size, where = max((len(pos.metadata.encode()), p) for p, pos in positions.items())
+        message += (
+            f"; the largest commit metadata is {size} bytes (partition {where}), more than "
+            "the broker's offset.metadata.max.bytes allows (4096 by default)"
+        )
+    return message

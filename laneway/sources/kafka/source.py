@@ -15,6 +15,7 @@ from laneway.logs import get_logger
 from laneway.offsets.offset_progress import OffsetProgress
 from laneway.sources.base import RebalanceListener, SourceCapabilities
 from laneway.sources.kafka.assignment import Assignment
+from laneway.sources.kafka.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import build_settings, connection_config, prefetch_settings
 from laneway.sources.kafka.client_logs import (
@@ -23,7 +24,7 @@ from laneway.sources.kafka.client_logs import (
     describe_error,
     kafka_error,
 )
-from laneway.sources.kafka.commits import commit_offsets
+from laneway.sources.kafka.commits import commit_failure, commit_offsets
 from laneway.sources.kafka.deleted_records import DeletedRecords
 from laneway.sources.kafka.denials import Refusals
 from laneway.sources.kafka.group_protocol import Rejoins
@@ -45,7 +46,6 @@ logger = get_logger(__name__)
 
 _PARTITION_EOF = KafkaError._PARTITION_EOF
 _FATAL = KafkaError._FATAL
-_METADATA_TOO_LARGE = KafkaError.OFFSET_METADATA_TOO_LARGE
 
 KAFKA_GROUP = SourceCapabilities(transactions=True, prefetches=True, waits=True, rewinds=True)
 """What a Kafka consumer-group source can do."""
@@ -318,8 +318,9 @@ class KafkaSource:
         once, and only when nothing is there does it wait, up to ``timeout`` seconds, for the
         first message (librdkafka's ``consume(n, timeout)`` alone would wait for a full
         batch of ``n``, adding the whole timeout to every short batch, e.g. right after a
-        partition is resumed). Rebalance callbacks run inside this call. Partition-EOF events
-        and non-fatal errors are logged and skipped; a fatal error (e.g. this static member
+        partition is resumed). Rebalance callbacks run inside this call (what the listener
+        raises there is raised once the callback is over). Partition-EOF events and
+        non-fatal errors are logged and skipped; a fatal error (e.g. this static member
         was fenced) reports the owned partitions to ``on_lost`` and raises
         :class:`SourceError`.
         """
@@ -343,6 +344,7 @@ class KafkaSource:
         except KafkaException as exc:
             self._refusals.check(exc)
             raise SourceError(f"{self._name}: consume failed: {describe(exc)}") from exc
+        self._assignment.raise_failure()  # what a rebalance callback raised, if anything
         if self._errors.denied is not None:  # reported to error_cb inside consume()
             raise AccessDeniedError(str(self._errors.denied))
         messages = messages_of(batch, self._skip_or_raise, refusal=self._refusals.of)
@@ -373,7 +375,7 @@ class KafkaSource:
         except KafkaException as exc:
             self._refusals.check(exc)
             self._watch.screen(kafka_error(exc))  # a topic deleted?
-            raise SourceError(self._commit_failure(exc, positions)) from exc
+            raise SourceError(commit_failure(self._name, exc, positions)) from exc
         failed = [(tp.topic, tp.partition, tp.error) for tp in results if tp.error is not None]
         for topic, _, error in failed:
             self._refusals.check(error, topic)
@@ -446,6 +448,7 @@ class KafkaSource:
         its partitions, so commits made there count. (librdkafka's own revocation inside
         ``Consumer.close()`` can come after it has already left the group — when an earlier
         assignment event was still pending — where a commit fails with UNKNOWN_MEMBER_ID.)
+        The client's close is bounded (see :mod:`laneway.sources.kafka.bounded_close`).
         """
         if self._assignment.closing:
             return
@@ -453,12 +456,17 @@ class KafkaSource:
         try:
             self._assignment.close()
         finally:
+            self._closed = True
             try:
-                self._consumer.close()
+                if not close_within(self._consumer.close, CLOSE_TIMEOUT_S, "laneway-kafka-close"):
+                    logger.error(
+                        "%s: the Kafka client did not close within %.0f s; leaving without it "
+                        "(the group hands this member's partitions on when its session ends)",
+                        self._name,
+                        CLOSE_TIMEOUT_S,
+                    )
             except KafkaException as exc:
                 raise SourceError(f"{self._name}: close failed: {describe(exc)}") from exc
-            finally:
-                self._closed = True
 
     def _skip_or_raise(self, error: KafkaError) -> None:
         # A consumer's fatal error arrives as an _FATAL event whose own fatal() flag is unset.
@@ -475,19 +483,6 @@ class KafkaSource:
             self._watch.reported()  # a subscribed topic is missing
         else:
             logger.warning("%s: consumer error (skipped): %s", self._name, describe_error(error))
-
-    def _commit_failure(
-        self, exc: KafkaException, positions: Mapping[PartitionId, CommitPosition]
-    ) -> str:
-        message = f"{self._name}: commit of {sorted(positions)} failed: {describe(exc)}"
-        error = exc.args[0] if exc.args else None
-        if isinstance(error, KafkaError) and error.code() == _METADATA_TOO_LARGE:
-            size, where = max((len(pos.metadata.encode()), p) for p, pos in positions.items())
-            message += (
-                f"; the largest commit metadata is {size} bytes (partition {where}), more than "
-                "the broker's offset.metadata.max.bytes allows (4096 by default)"
-            )
-        return message
 
     def _call_partitions(
         self,

@@ -23,6 +23,7 @@ from laneway.errors import AccessDeniedError, ConfigError, SourceError
 from laneway.logs import get_logger
 from laneway.options import Ordering
 from laneway.sources.base import RebalanceListener, SourceCapabilities
+from laneway.sources.kafka.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.kafka.checks import check_reachable, check_topics
 from laneway.sources.kafka.client_config import connection_subset
 from laneway.sources.kafka.client_logs import (
@@ -35,7 +36,6 @@ from laneway.sources.kafka.messages import messages_of
 from laneway.sources.kafka.producer import KafkaProducer
 from laneway.sources.kafka.topic_watch import TopicWatch
 from laneway.sources.share.acknowledgement import Acknowledgement
-from laneway.sources.share.bounded_close import CLOSE_TIMEOUT_S, close_within
 from laneway.sources.share.crash_journal import CrashJournal
 from laneway.sources.share.group import GroupLimits, prepare_group
 from laneway.sources.share.preview_warning import install_preview_filter
@@ -103,7 +103,7 @@ class KafkaShareSource:
     :class:`~laneway.sources.kafka.source.KafkaSource`'s are (``wait_for_topics``: see
     :mod:`laneway.sources.kafka.topic_watch`); a missing ACL raises
     :class:`~laneway.errors.AccessDeniedError` naming it; :meth:`close` goes on without
-    librdkafka's close after :data:`~laneway.sources.share.bounded_close.CLOSE_TIMEOUT_S`.
+    librdkafka's close after :data:`~laneway.sources.kafka.bounded_close.CLOSE_TIMEOUT_S`.
 
     ``group_config``: share group configs laneway sets before joining, e.g.
     ``{"share.record.lock.duration.ms": 60000, "share.heartbeat.interval.ms": 1000}``

@@ -205,8 +205,20 @@ def test_a_change_the_changelog_refused_is_written_again_before_the_next_commit(
     with pytest.raises(SourceError, match="1 keys could not be written"):
         w.log_changes(timeout=1.0)
     assert table.unlogged == {b"a": (b"1", 3)}
-    assert 0 in w.tainted  # its file takes no checkpoint: it may hold the change already
     assert w.poll() == ([], [])
+    inner.write = Inner.write.__get__(inner)  # type: ignore[method-assign]
+    table.keep(b"b", (b"2", 4))
+    with pytest.raises(SourceError, match="not acknowledged"):
+        w.log_changes(timeout=0.05)  # a's again, and b's, now acknowledged:
+    inner.acknowledged = [m[0] for m, _ in inner.groups[1:]]
+    w.log_changes(timeout=0.05)
+    table.keep(b"a", (b"5", 7))  # refused again: never acknowledged, never in the file
+    inner.write = refuse  # type: ignore[method-assign]
+    with pytest.raises(SourceError, match="1 keys could not be written"):
+        w.log_changes(timeout=1.0)
+    w.release([0], drained=True)  # the last checkpoint: what the changelog acknowledged only
+    assert table._local.file.read(b"a") == (b"1", 3)
+    assert table._local.file.read(b"b") == (b"2", 4)
 
 
 def test_an_unlogged_change_reaches_the_changelog_before_its_keys_later_record() -> None:

@@ -1,5 +1,5 @@
 """close_within: a close that blocks cannot hold a stopping member (pure logic, no broker;
-the real share consumer frozen mid-close is in tests/chaos/test_chaos_broker.py)."""
+the real group and share consumers frozen mid-close are in tests/chaos/test_chaos_broker.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from laneway.sources.share.bounded_close import close_within
+from laneway.sources.kafka.bounded_close import close_within
 
 
 def test_a_close_that_returns_in_time_is_reported_done() -> None:
