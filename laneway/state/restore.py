@@ -35,6 +35,7 @@ from __future__ import annotations
 import enum
 import heapq
 import itertools
+import logging
 import queue
 import threading
 import time
@@ -241,7 +242,9 @@ class Restorer:
         generation = table.generation
         if why is not None:
             job.full = True
-            log.warning(
+            # A full restore that reads nothing (a first start) is no news.
+            log.log(
+                logging.WARNING if end > start else logging.INFO,
                 "state of %s[%d]: full restore from %s[%d] (offsets %d-%d): %s",
                 job.pid[0], job.pid[1], topic, partition, start, end, why,
             )  # fmt: skip
